@@ -29,6 +29,7 @@ class Completion:
     temperature: float = 0.0
     seed: int | None = None
     max_tokens: int = 0
+    server_timings: dict | None = None  # llama.cpp's own prompt/generation timings, when the server sends them
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -45,6 +46,7 @@ class CallStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     live_seconds: float = 0.0
+    model_seconds: float = 0.0  # recorded latency of every answer used, live or replayed
     errors: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -53,6 +55,7 @@ class CallStats:
             self.calls += 1
             self.prompt_tokens += c.prompt_tokens
             self.completion_tokens += c.completion_tokens
+            self.model_seconds += c.latency_s
             if not c.cached:
                 self.live_calls += 1
                 self.live_seconds += wall_s
@@ -67,10 +70,12 @@ class LLM:
     """
 
     def __init__(self, backend: str = DEFAULT_BACKEND, cache: ResponseCache | None = None, *,
-                 timeout: float = 300.0, max_retries: int = 3, backoff_s: float = 1.0, **server_options):
+                 seed: int = 0, timeout: float = 300.0, max_retries: int = 3, backoff_s: float = 1.0,
+                 **server_options):
         self.spec: BackendSpec = parse_backend(backend)
         self.backend = str(self.spec)
         self.cache = cache if cache is not None else ResponseCache()
+        self.seed = seed
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -106,7 +111,9 @@ class LLM:
 
     # -- the call ---------------------------------------------------------------------------------
     def chat(self, messages: list[dict], *, temperature: float = 0.0, max_tokens: int = 256,
-             seed: int | None = 0, stop: list[str] | None = None, top_p: float | None = None) -> Completion:
+             seed: int | None = None, stop: list[str] | None = None, top_p: float | None = None) -> Completion:
+        """One chat completion; `seed` defaults to the LLM's seed. Raises LLMError after the retries."""
+        seed = self.seed if seed is None else seed
         request = {"messages": messages, "temperature": float(temperature), "max_tokens": int(max_tokens),
                    "seed": seed, "stop": list(stop) if stop else None, "top_p": top_p}
         t0 = time.perf_counter()
@@ -131,13 +138,14 @@ class LLM:
                 r = client.chat.completions.create(model=self.spec.model, **kwargs)
                 latency = time.perf_counter() - t0
                 choice = r.choices[0]
+                timings = (r.model_extra or {}).get("timings")
                 return Completion(
                     text=choice.message.content or "",
                     prompt_tokens=r.usage.prompt_tokens if r.usage else 0,
                     completion_tokens=r.usage.completion_tokens if r.usage else 0,
                     latency_s=latency, cached=False, finish_reason=choice.finish_reason or "",
                     model=self.backend, temperature=request["temperature"], seed=request["seed"],
-                    max_tokens=request["max_tokens"])
+                    max_tokens=request["max_tokens"], server_timings=timings)
             except _RETRYABLE as e:
                 last = e
             except ServerError as e:
@@ -166,15 +174,16 @@ class LLM:
         return {"backend": self.backend, "model_identity": self.identity, "calls": s.calls,
                 "live_calls": s.live_calls, "cache_hits": self.cache.hits, "cache_misses": self.cache.misses,
                 "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-                "live_seconds": round(s.live_seconds, 1), "errors": s.errors}
+                "live_seconds": round(s.live_seconds, 1), "recorded_model_seconds": round(s.model_seconds, 1),
+                "errors": s.errors}
 
 
-_LLMS: dict[tuple[str, int], LLM] = {}
+_LLMS: dict[tuple, LLM] = {}
 
 
 def get_llm(backend: str = DEFAULT_BACKEND, cache: ResponseCache | None = None, **options) -> LLM:
-    """The process-wide LLM of a backend and cache (the server is shared by all of them)."""
-    key = (str(parse_backend(backend)), id(cache))
+    """The process-wide LLM of a backend, cache and options (the server is shared by all of them)."""
+    key = (str(parse_backend(backend)), id(cache), tuple(sorted(options.items())))
     if key not in _LLMS:
         _LLMS[key] = LLM(backend, cache, **options)
     return _LLMS[key]

@@ -1,0 +1,97 @@
+"""Measurements of the laboratory chapter: model speed, a gold trajectory, the cost of a model step."""
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+
+from .analysis.cost import dependency
+from .envs.base import Env
+from .llm import LLM
+
+_FILLER = ("The agent walks through the house, opens doors, looks around, picks up objects, "
+           "reads the cookbook, and writes down what it saw in each room. ")
+
+
+def measure_speed(llm: LLM, trials: int = 3, prompt_words: int = 450, gen_tokens: int = 128) -> pd.DataFrame:
+    """Prompt processing and generation speed of the model, one row per request.
+
+    Each prompt request starts with a different nonce, so the server's prompt cache cannot reuse an
+    earlier prefix and the number is a cold prompt speed. llama.cpp reports its own timings; other
+    servers give only latency, from which the rates are estimated.
+    """
+    rows = []
+    for i in range(trials):
+        nonce = f"Record {i}."
+        long_text = nonce + " " + " ".join((_FILLER * (prompt_words // 20 + 1)).split()[:prompt_words])
+        p = llm.chat([{"role": "user", "content": long_text + "\nReply with OK."}], max_tokens=1)
+        g = llm.chat([{"role": "user", "content": f"{nonce} Write a long numbered list of objects found "
+                       "in a kitchen, one per line, with a short description of each."}],
+                     max_tokens=gen_tokens)
+        for kind, c in (("prompt", p), ("generation", g)):
+            t = c.server_timings or {}
+            if kind == "prompt":
+                rate = t.get("prompt_per_second") or c.prompt_tokens / c.latency_s
+            else:
+                rate = t.get("predicted_per_second") or c.completion_tokens / max(c.latency_s, 1e-9)
+            rows.append({"trial": i, "kind": kind, "prompt_tokens": c.prompt_tokens,
+                         "completion_tokens": c.completion_tokens, "latency_s": c.latency_s,
+                         "tokens_per_s": rate, "source": "server timings" if t else "latency",
+                         "cached": c.cached})
+    return pd.DataFrame(rows)
+
+
+def play_gold(env: Env, task_id: str, max_obs_chars: int = 160) -> pd.DataFrame:
+    """Play the benchmark's gold action sequence and record what the environment answered."""
+    gold = env.gold_actions(task_id)
+    obs = env.reset(task_id)
+    rows = [{"step": 0, "action": "(reset)", "observation": obs[:max_obs_chars], "score": 0.0, "done": False}]
+    for i, action in enumerate(gold, 1):
+        r = env.step(action)
+        rows.append({"step": i, "action": action, "observation": r.observation[:max_obs_chars].replace("\n", " "),
+                     "score": r.score, "done": r.done})
+        if r.done:
+            break
+    return pd.DataFrame(rows)
+
+
+STEP_SYSTEM = ("You are an agent acting in a text environment. Each turn, reply with one line "
+               "'Thought: <why>' and one line 'Action: <one action from the list>'.")
+
+
+def step_prompt(instruction: str, observation: str, valid: list[str], k: int, rng: random.Random) -> str:
+    shown = sorted(valid, key=lambda a: (len(a), a))[: k // 2]
+    rest = [a for a in valid if a not in shown]
+    shown += rng.sample(rest, min(len(rest), k - len(shown)))
+    return (f"Task: {instruction}\nObservation: {observation}\nValid actions: " + "; ".join(shown))
+
+
+def step_costs(llm: LLM, env: Env, task_id: str, steps: int = 3, k_actions: int = 25,
+               seed: int = 0, max_tokens: int = 80) -> pd.DataFrame:
+    """What one model step costs: a few turns of a plain ReAct-style conversation on a real task.
+
+    Each turn's prompt extends the previous one (the conversation grows), which is where the
+    server's prompt cache pays. The action is sent to the environment as written; this is a cost
+    probe, not the book's agent (chapter "Agents" builds that).
+    """
+    rng = random.Random(seed)
+    obs = env.reset(task_id)
+    messages = [{"role": "system", "content": STEP_SYSTEM}]
+    rows = []
+    for i in range(1, steps + 1):
+        messages.append({"role": "user", "content": step_prompt(env.instruction, obs, env.valid_actions(),
+                                                                 k_actions, rng)})
+        c = llm.chat(messages, max_tokens=max_tokens, stop=["\nObservation"])
+        messages.append({"role": "assistant", "content": c.text})
+        action = next((line.split(":", 1)[1].strip() for line in c.text.splitlines()
+                       if line.lower().startswith("action:")), c.text.strip().splitlines()[-1] if c.text.strip() else "")
+        was_valid = action in env.valid_actions()
+        r = env.step(action)
+        obs = r.observation
+        rows.append({"step": i, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                     "latency_s": c.latency_s, "dependency_1e9": dependency(c.prompt_tokens, c.completion_tokens),
+                     "action": action, "valid_action": was_valid,
+                     "score": r.score, "cached": c.cached})
+        if r.done:
+            break
+    return pd.DataFrame(rows)
