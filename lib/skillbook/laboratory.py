@@ -41,14 +41,19 @@ def measure_speed(llm: LLM, trials: int = 3, prompt_words: int = 450, gen_tokens
     return pd.DataFrame(rows)
 
 
+def _flat(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def play_gold(env: Env, task_id: str, max_obs_chars: int = 160) -> pd.DataFrame:
     """Play the benchmark's gold action sequence and record what the environment answered."""
     gold = env.gold_actions(task_id)
     obs = env.reset(task_id)
-    rows = [{"step": 0, "action": "(reset)", "observation": obs[:max_obs_chars], "score": 0.0, "done": False}]
+    rows = [{"step": 0, "action": "(reset)", "observation": _flat(obs, max_obs_chars), "score": 0.0, "done": False}]
     for i, action in enumerate(gold, 1):
         r = env.step(action)
-        rows.append({"step": i, "action": action, "observation": r.observation[:max_obs_chars].replace("\n", " "),
+        rows.append({"step": i, "action": action, "observation": _flat(r.observation, max_obs_chars),
                      "score": r.score, "done": r.done})
         if r.done:
             break

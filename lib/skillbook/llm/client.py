@@ -150,6 +150,10 @@ class LLM:
                 last = e
             except ServerError as e:
                 last = e
+            except openai.APIStatusError as e:
+                # 4xx: the request itself is wrong (e.g. longer than the context); retrying cannot help.
+                self.stats.errors += 1
+                raise LLMError(f"{self.backend}: request rejected (HTTP {e.status_code}), not retried: {e}") from e
             # A dead local server is restarted once per call, then the call is retried.
             if self._server is not None and not restarted and not self._server.alive():
                 try:

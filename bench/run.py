@@ -1,0 +1,138 @@
+"""`make bench`: speed ratios of the embedded model server, measured in one run.
+
+    concurrency    aggregate generation throughput with 1, 2 and 4 concurrent requests (target: 4 ≥ 1.6× one)
+    prompt cache   a step whose prompt extends the previous one vs the same prompt cold (target ≥ 5×)
+    replay         a cached answer vs the live call that produced it
+
+Results go to runs/bench/ (bench.json and bench.png). Every request here is new to the response cache
+(a nonce or a fresh sampling seed), so replayed answers never flatter the live numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from skillbook.book import project_root
+from skillbook.llm import LLM, ResponseCache
+
+HISTORY = ("You are in the kitchen. You see a fridge, a stove, a counter with a cookbook, a knife and a red "
+           "potato. Exits: north, east. You open the fridge. It contains milk and an egg. ")
+
+
+def nonce() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+STORY = [{"role": "user", "content": "Write a long story about a robot cooking dinner."}]
+
+
+def generation_throughput(llm: LLM, concurrent: int, tokens: int, rounds: int) -> float:
+    """Generated tokens per wall-clock second with `concurrent` requests in flight.
+
+    All requests share one prompt (already in every slot's prompt cache after the warm-up) and differ
+    by their sampling seed, so the wall time is generation, not prompt processing.
+    """
+    rates = []
+    for _ in range(rounds):
+        seeds = [int(nonce(), 16) for _ in range(concurrent)]
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(concurrent) as pool:
+            outs = list(pool.map(lambda s: llm.chat(STORY, max_tokens=tokens, temperature=0.0, seed=s), seeds))
+        rates.append(sum(o.completion_tokens for o in outs) / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def warm_slots(llm: LLM, tokens: int) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda s: llm.chat(STORY, max_tokens=tokens, temperature=0.0, seed=s),
+                      [int(nonce(), 16) for _ in range(4)]))
+
+
+def prompt_cache(llm: LLM, repeats: int) -> tuple[float, float]:
+    """Latency of an extended prompt after its prefix was processed vs the same prompt cold (medians)."""
+    warm, cold = [], []
+    for _ in range(repeats):
+        prefix = f"[{nonce()}] " + HISTORY * 12  # ~700 tokens of history
+        extension = "\nYou take the knife. What next? Answer in one word."
+        llm.chat([{"role": "user", "content": prefix}], max_tokens=1)
+        t0 = time.perf_counter()
+        llm.chat([{"role": "user", "content": prefix + extension}], max_tokens=1)
+        warm.append(time.perf_counter() - t0)
+        cold_prompt = f"[{nonce()}] " + HISTORY * 12 + extension
+        t0 = time.perf_counter()
+        llm.chat([{"role": "user", "content": cold_prompt}], max_tokens=1)
+        cold.append(time.perf_counter() - t0)
+    return statistics.median(warm), statistics.median(cold)
+
+
+def replay(llm: LLM, repeats: int) -> tuple[float, float]:
+    live, cached = [], []
+    for _ in range(repeats):
+        msgs = [{"role": "user", "content": f"[{nonce()}] Name a kitchen tool."}]
+        t0 = time.perf_counter()
+        llm.chat(msgs, max_tokens=16)
+        live.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        c = llm.chat(msgs, max_tokens=16)
+        cached.append(time.perf_counter() - t0)
+        assert c.cached
+    return statistics.median(live), statistics.median(cached)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", default="embedded:qwen2.5-coder-1.5b")
+    ap.add_argument("--tokens", type=int, default=64, help="generated tokens per request")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+
+    llm = LLM(args.backend, ResponseCache()).warm_up()
+    print(f"backend {llm.backend}")
+    warm_slots(llm, 8)
+    tput = {n: generation_throughput(llm, n, args.tokens, args.rounds) for n in (1, 2, 4)}
+    warm, cold = prompt_cache(llm, args.rounds + 1)
+    live, cached = replay(llm, args.rounds + 1)
+    results = {
+        "backend": llm.backend,
+        "generation_tokens_per_s": tput,
+        "concurrency_2_vs_1": tput[2] / tput[1],
+        "concurrency_4_vs_1": tput[4] / tput[1],
+        "prompt_cache_cold_s": cold, "prompt_cache_warm_s": warm, "prompt_cache_speedup": cold / warm,
+        "replay_live_s": live, "replay_cached_s": cached, "replay_speedup": live / cached,
+    }
+    rows = [("aggregate throughput, 2 concurrent vs 1", results["concurrency_2_vs_1"], None),
+            ("aggregate throughput, 4 concurrent vs 1", results["concurrency_4_vs_1"], 1.6),
+            ("extended prompt vs the same prompt cold", results["prompt_cache_speedup"], 5.0),
+            ("cached replay vs live call", results["replay_speedup"], None)]
+    print(f"{'ratio':45s} {'measured':>10s} {'target':>8s}")
+    for name, value, target in rows:
+        verdict = "" if target is None else ("  ok" if value >= target else "  BELOW TARGET")
+        print(f"{name:45s} {value:10.2f}× {('≥ %.1f×' % target) if target else '':>8s}{verdict}")
+    print(f"generation tokens/s at 1/2/4 concurrent: " + ", ".join(f"{v:.1f}" for v in tput.values()))
+    print(f"prompt: cold {cold:.2f} s, extended {warm:.2f} s; replay: live {live:.3f} s, cached {cached * 1e3:.2f} ms")
+
+    out = project_root() / "runs" / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(results, indent=1) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.5))
+    a.bar([str(n) for n in tput], list(tput.values()), color="tab:blue")
+    a.set(xlabel="concurrent requests", ylabel="generated tokens / s", title="aggregate generation throughput")
+    b.bar(["cold prompt", "extended prompt"], [cold, warm], color=["tab:gray", "tab:green"])
+    b.set(ylabel="seconds", title="prompt cache")
+    fig.suptitle(llm.backend)
+    fig.tight_layout()
+    fig.savefig(out / "bench.png", dpi=100)
+    print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+    llm._server and llm._server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Chapters: clean sources (nbdev-style), real execution under the smoke profile, the -W book build."""
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from skillbook.book import ProfileError, execute, load_profile, profiles, project_root, toc_chapters
+
+ROOT = project_root()
+SOURCES = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def test_every_toc_chapter_has_a_source_and_every_source_is_in_the_toc():
+    assert {p.stem for p in SOURCES} == set(toc_chapters())
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_chapter_sources_are_clean_and_parameterised(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), "strip outputs from chapter sources"
+    assert "parameters" in code[0].metadata.get("tags", []), "the first code cell must be tagged 'parameters'"
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    params = code[0].source
+    for name in ("backend", "seed", "profile", "runs_root"):
+        assert re.search(rf"^{name}\s*=", params, re.M), f"parameter {name!r} missing"
+    assert any("lab.finish()" in c.source for c in code), "a chapter ends by stating model, cache hits and wall time"
+
+
+def test_profiles_exist_and_unknown_ones_are_named():
+    assert {"smoke", "workshop", "paper"} <= set(profiles())
+    with pytest.raises(ProfileError, match="valid profiles: .*smoke"):
+        load_profile("laptop")
+    with pytest.raises(ProfileError, match="chapters in _toc.yml: 00_laboratory"):
+        execute("smoke", ["99_nope"])
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("chapter", toc_chapters())
+def test_chapter_executes_under_the_smoke_profile(chapter, tmp_path):
+    out, = execute("smoke", [chapter], output_root=tmp_path)
+    nb = nbformat.read(out, as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    summary = json.loads((tmp_path / chapter / "summary.json").read_text())
+    assert summary["backend"] == load_profile("smoke")["backend"]
+    assert summary["calls"] > 0 and summary["errors"] == 0
+    assert (tmp_path / chapter / "responses.jsonl").read_text().count("\n") == len(
+        [1 for _ in open(tmp_path / chapter / "responses.jsonl")])
+
+
+@pytest.mark.integration
+def test_book_builds_with_warnings_as_errors_and_loads_nothing_remote(tmp_path):
+    from skillbook.book import build
+    html = build("workshop", output=tmp_path)
+    pages = list(Path(html).rglob("*.html"))
+    assert (Path(html) / "index.html").exists() and len(pages) >= 2
+    remote = re.compile(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=[\"']?(?:https?:)?//", re.I)
+    offenders = {p.name: remote.findall(p.read_text()) for p in pages if remote.search(p.read_text())}
+    assert not offenders
+    lab = (Path(html) / "runs" / "workshop" / "00_laboratory.html").read_text()
+    assert "_static/mathjax/tex-chtml.js" in lab
+    assert "_static/require.js" in lab and "_static/html-manager/embed-amd.js" in lab  # widget runtime, local
+    assert (Path(html) / "_static" / "mathjax" / "tex-chtml.js").exists()
