@@ -1,12 +1,16 @@
-# Two commands do all set-up on a fresh machine: `make book` and `make test`.
+# Two commands do all set-up on a fresh machine:
+#   make book   [PROFILE=workshop]   install into .venv, execute every chapter, build the HTML book
+#   make test                        install into .venv, run the tests
 PROFILE ?= workshop
 PYTHON  ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
-CHAPTERS := $(shell $(PYTHON) -c "import yaml" 2>/dev/null && true; sed -n 's/^ *- file: *\(chapters\/[^ ]*\)/\1/p' _toc.yml)
 
-.PHONY: install book chapters html test bench clean-book check-java
+export HF_HUB_OFFLINE := 1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: install book chapters html test bench clean check-java
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,19 +24,15 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 check-java:
-	@command -v java >/dev/null 2>&1 || { echo "Java (JDK/JRE >= 11) is required by ScienceWorld and TextWorldExpress. Install it, e.g.: sudo apt-get install -y default-jre-headless  (macOS: brew install openjdk)"; exit 1; }
+	@command -v java >/dev/null 2>&1 || { echo "error: Java (a JRE >= 11) is required by ScienceWorld and TextWorldExpress. Install it, e.g. 'sudo apt-get install -y default-jre-headless' (Debian/Ubuntu) or 'brew install openjdk' (macOS)."; exit 1; }
 
-# Execute every chapter of _toc.yml with papermill into runs/$(PROFILE)/, then render them.
 chapters: install check-java
 	$(PY) -m skillbook.book execute --profile $(PROFILE)
 
 html: install
-	$(PY) -m skillbook.book assets
-	$(PY) -m skillbook.book config --profile $(PROFILE)
-	$(VENV)/bin/jupyter-book build -W -n --keep-going .
+	$(PY) -m skillbook.book build --profile $(PROFILE)
 
 book: chapters html
-	@echo "Book built: _build/html/index.html"
 
 test: install check-java
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
@@ -40,5 +40,5 @@ test: install check-java
 bench: install
 	$(PY) bench/run.py
 
-clean-book:
-	rm -rf _build
+clean:
+	rm -rf _build book_assets
