@@ -24,6 +24,8 @@ import yaml
 
 import skillbook
 
+from .io import atomic_write_json
+
 CANONICAL_PROFILE = "workshop"  # the profile _toc.yml points at
 
 
@@ -204,7 +206,7 @@ class Lab:
             e.close()
         self.cache.save()
         s = self.summary()
-        (self.run_dir / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
+        atomic_write_json(self.run_dir / "summary.json", s, indent=1)
         return pd.DataFrame({"value": pd.Series(s, dtype=object)})
 
 

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..io import atomic_write_json
 from .base import SPLITS, Env, Task
 
 
@@ -45,11 +44,7 @@ def gold_lengths(env: Env, tasks: list[Task], progress: bool = True) -> dict[str
     for t in tqdm(todo, desc=f"gold paths ({env.name})", disable=not progress or not todo):
         known[t.id] = len(env.gold_actions(t))
     if todo:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(known, f)
-        os.replace(tmp, path)
+        atomic_write_json(path, known)
     return {t.id: known[t.id] for t in tasks}
 
 

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import threading
 from importlib.metadata import version
 from abc import abstractmethod
 
+from ..io import atomic_write_json
 from .base import SPLITS, EnvError, StepResult, Task, TaskIdError, check_split, parse_task_id
 
 JAVA_MISSING = ("Java (a JRE >= 11) is required by ScienceWorld and TextWorldExpress but `java` is not on PATH. "
@@ -128,11 +127,7 @@ class JavaEnv:
         if name not in stored:
             with self._lock:
                 stored[name] = list(self._guard("listing tasks", self._split_ids, *key))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(stored, f)
-            os.replace(tmp, path)
+            atomic_write_json(path, stored)
         self._split_cache[key] = stored[name]
         return stored[name]
 

@@ -11,10 +11,11 @@ import hashlib
 import json
 import os
 import sqlite3
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
+
+from ..io import atomic_write_text
 
 
 def canonical(obj: Any) -> str:
@@ -81,16 +82,11 @@ class ResponseCache:
     def export_jsonl(self, path: str | os.PathLike | None = None) -> Path:
         """Write every entry, sorted by key (stable diffs), atomically."""
         path = Path(path or self.jsonl_path or "responses.jsonl")
-        path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             rows = self._db.execute("SELECT key, model, request, response FROM responses ORDER BY key").fetchall()
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for key, model, request, response in rows:
-                f.write(canonical({"key": key, "model": model, "request": json.loads(request),
-                                   "response": json.loads(response)}) + "\n")
-        os.replace(tmp, path)
-        return path
+        return atomic_write_text(path, "".join(
+            canonical({"key": key, "model": model, "request": json.loads(request),
+                       "response": json.loads(response)}) + "\n" for key, model, request, response in rows))
 
     save = export_jsonl
 
