@@ -84,11 +84,40 @@ def replay(llm: LLM, repeats: int) -> tuple[float, float]:
     return statistics.median(live), statistics.median(cached)
 
 
+AGENT_TASKS = ["twx/simonsays/dev/0", "twx/peckingorder/dev/1", "twx/simonsays/dev/1", "twx/peckingorder/dev/0"]
+
+
+def agent_costs(backend: str, tasks: list[str], workers: int, max_steps: int) -> dict:
+    """A fixed task set run live by the task-level agent: per-step costs, harness overhead, elapsed time."""
+    import tempfile
+
+    from skillbook.agents import Agent, AgentConfig
+    from skillbook.runner import independent_streams, load_episodes, run_streams
+
+    llm = LLM(backend, ResponseCache())  # a fresh cache: every call is live
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        run_streams(tmp, independent_streams(tasks), lambda: Agent(llm, AgentConfig(max_steps=max_steps)),
+                    workers=workers, progress=False)
+        elapsed = time.perf_counter() - t0
+        eps = load_episodes(tmp)
+    calls = [s.call for e in eps for s in e.steps if s.call is not None]
+    wall = sum(e.wall_s for e in eps)
+    model = sum(c.latency_s for e in eps for c in e.calls)
+    return {"elapsed_s": elapsed, "episodes": len(eps), "steps": len(calls),
+            "new_prompt_tokens_per_step": statistics.mean(c.new_prompt_tokens or c.prompt_tokens for c in calls),
+            "output_tokens_per_step": statistics.mean(c.completion_tokens for c in calls),
+            "seconds_per_step": statistics.mean(c.latency_s for c in calls),
+            "harness_overhead": (wall - model) / wall if workers == 1 else None}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", default="embedded:qwen2.5-coder-1.5b")
     ap.add_argument("--tokens", type=int, default=64, help="generated tokens per request")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--agent-steps", type=int, default=12, help="step budget of the agent benchmark")
+    ap.add_argument("--skip-agent", action="store_true", help="only the model-server ratios")
     args = ap.parse_args()
 
     llm = LLM(args.backend, ResponseCache()).warm_up()
@@ -105,14 +134,30 @@ def main() -> None:
         "prompt_cache_cold_s": cold, "prompt_cache_warm_s": warm, "prompt_cache_speedup": cold / warm,
         "replay_live_s": live, "replay_cached_s": cached, "replay_speedup": live / cached,
     }
+    if not args.skip_agent:
+        one = agent_costs(args.backend, AGENT_TASKS, 1, args.agent_steps)
+        two = agent_costs(args.backend, AGENT_TASKS, 2, args.agent_steps)
+        results.update({"agent_one_stream": one, "agent_two_streams": two,
+                        "streams_2_vs_1": one["elapsed_s"] / two["elapsed_s"]})
     rows = [("aggregate throughput, 2 concurrent vs 1", results["concurrency_2_vs_1"], None),
             ("aggregate throughput, 4 concurrent vs 1", results["concurrency_4_vs_1"], 1.6),
             ("extended prompt vs the same prompt cold", results["prompt_cache_speedup"], 5.0),
             ("cached replay vs live call", results["replay_speedup"], None)]
+    if not args.skip_agent:
+        rows.append(("fixed task set: 2 streams vs 1 (elapsed)", results["streams_2_vs_1"], 1.5))
     print(f"{'ratio':45s} {'measured':>10s} {'target':>8s}")
     for name, value, target in rows:
         verdict = "" if target is None else ("  ok" if value >= target else "  BELOW TARGET")
         print(f"{name:45s} {value:10.2f}× {('≥ %.1f×' % target) if target else '':>8s}{verdict}")
+    if not args.skip_agent:
+        one = results["agent_one_stream"]
+        for name, value, target, unit in [
+                ("harness overhead (share of episode wall time)", one["harness_overhead"], 0.05, ""),
+                ("new prompt tokens per agent step", one["new_prompt_tokens_per_step"], 200, ""),
+                ("output tokens per agent step", one["output_tokens_per_step"], 40, ""),
+                ("seconds per agent step", one["seconds_per_step"], 8, " s")]:
+            verdict = "  ok" if value <= target else "  ABOVE TARGET"
+            print(f"{name:45s} {value:10.2f}{unit:2s} ≤ {target}{verdict}")
     print(f"generation tokens/s at 1/2/4 concurrent: " + ", ".join(f"{v:.1f}" for v in tput.values()))
     print(f"prompt: cold {cold:.2f} s, extended {warm:.2f} s; replay: live {live:.3f} s, cached {cached * 1e3:.2f} ms")
 
@@ -131,7 +176,8 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(out / "bench.png", dpi=100)
     print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
-    llm._server and llm._server.stop()
+    from skillbook.llm import stop_all
+    stop_all()
 
 
 if __name__ == "__main__":

@@ -106,6 +106,8 @@ def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None,
         p = {**params, **(extra_params or {}), "profile": profile}
         if output_root is not None:
             p["runs_root"] = str(output_root)
+        declared = set(pm.inspect_notebook(str(source)))
+        p = {k: v for k, v in p.items() if k in declared}  # profiles are shared by all chapters
         t0 = time.time()
         print(f"[skillbook] executing {name} (profile {profile}) -> {target}", flush=True)
         pm.execute_notebook(str(source), str(target), parameters=p, kernel_name="python3",

@@ -171,6 +171,10 @@ class JavaEnv:
     def valid_actions(self) -> list[str]:
         return list(self._valid)
 
+    def action_templates(self) -> list[str]:
+        """Action forms of this benchmark, for prompts when the valid-action list is too long to show."""
+        return []
+
     @property
     def instruction(self) -> str:
         return self._instruction

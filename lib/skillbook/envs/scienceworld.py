@@ -46,8 +46,17 @@ class ScienceWorld(JavaEnv):
         obs, info = self.sim.reset()
         return obs, {"instruction": self.sim.get_task_description(), "valid": list(info["valid"])}
 
+    def action_templates(self) -> list[str]:
+        # The simulator's own templates; 'go OBJ' is written 'go to OBJ' everywhere else in ScienceWorld.
+        templates = self._guard("listing action templates", self.sim.get_possible_actions)
+        return [t.replace("go OBJ", "go to OBJ") for t in templates if t not in ("reset task", "wait1", "task")]
+
     def _raw_step(self, action: str) -> StepResult:
         obs, _reward, done, info = self.sim.step(action)
+        if obs.startswith("Ambiguous request"):
+            # ScienceWorld then waits for a number; take its first reading, as its own agents do.
+            obs, _reward, done, info = self.sim.step("0")
+            obs = "(ambiguous action; took the first reading) " + obs
         raw = info["score"]
         # ScienceWorld reports -100 for a failed task (e.g. focusing the wrong object); [0,1] keeps 0.
         score = max(0.0, min(1.0, raw / 100.0))

@@ -1,0 +1,4 @@
+"""Memory policies: what to write after a (sub)task, what to retrieve before one."""
+from .base import MEMORY_POLICIES, MemoryPolicy, NoMemory, make_memory
+
+__all__ = ["MEMORY_POLICIES", "MemoryPolicy", "NoMemory", "make_memory"]

@@ -1,0 +1,44 @@
+"""The two hooks every paper's method plugs into.
+
+    retrieve(query, context) -> [Skill]   before the task (task level) or each subtask (subtask level)
+    write(trajectory, context) -> [Skill] after the task or each subtask
+
+`trajectory` is a dict: instruction, description (the subtask, or the instruction), level, steps
+(thought, action, observation, score), score, success, task_id, task_type, span. State is saved with
+every runner checkpoint (`state()` / `load_state()`), so a resumed stream has the same memory.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..skills import Skill
+
+
+class MemoryPolicy:
+    name = "base"
+
+    def retrieve(self, query: str, context: dict) -> list[Skill]:
+        return []
+
+    def write(self, trajectory: dict, context: dict) -> list[Skill]:
+        return []
+
+    def state(self) -> dict:
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        pass
+
+
+class NoMemory(MemoryPolicy):
+    """The baseline: nothing is written, nothing is retrieved."""
+    name = "none"
+
+
+MEMORY_POLICIES: dict[str, Callable[..., MemoryPolicy]] = {"none": NoMemory}
+
+
+def make_memory(name: str, **options) -> MemoryPolicy:
+    if name not in MEMORY_POLICIES:
+        raise ValueError(f"unknown memory policy {name!r}; valid: {', '.join(MEMORY_POLICIES)}")
+    return MEMORY_POLICIES[name](**options)

@@ -1,0 +1,101 @@
+"""What a run records: every step, every model call, every subtask of every episode.
+
+Everything an analysis needs is here, so no analysis ever re-runs an agent. Records are plain
+dataclasses that round-trip through JSON (`to_dict` / `Episode.from_dict`).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from .analysis.cost import dependency
+
+
+@dataclass
+class Call:
+    """One model call: who made it (executor, planner, summarizer, induction, …) and what it cost."""
+    role: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cached: bool = False
+    new_prompt_tokens: int | None = None  # tokens the server actually prefilled (the rest came from its prompt cache)
+
+
+@dataclass
+class Step:
+    thought: str
+    action: str            # the action sent to the environment (after matching), or what the model wrote
+    observation: str
+    score: float
+    raw: str = ""          # the model's reply as written
+    valid: bool = True     # False: unparsable or not a valid action (the environment was not called)
+    subtask: int = 0
+    call: Call | None = None
+
+
+@dataclass
+class SubTrajectory:
+    index: int
+    description: str
+    start: int                    # steps[start:end] of the episode
+    end: int = 0
+    summary: str = ""
+    stop_reason: str = ""         # subtask_done | env_done | step_budget | loop | error
+    retrieved: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Episode:
+    task_id: str
+    env: str
+    task_type: str
+    split: str
+    agent: str                    # task | subtask
+    memory: str                   # the memory policy's name
+    instruction: str = ""
+    stream: str = ""
+    position: int = 0             # index of the task within its stream
+    seed: int = 0
+    steps: list[Step] = field(default_factory=list)
+    subtasks: list[SubTrajectory] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    score: float = 0.0
+    success: bool = False
+    stop_reason: str = ""
+    error: str = ""
+    retrieved: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    config: dict = field(default_factory=dict)
+
+    # -- costs (the first paper's §4.4 and appendix D) ---------------------------------------------
+    def cost(self) -> dict:
+        p = [c.prompt_tokens for c in self.calls]
+        o = [c.completion_tokens for c in self.calls]
+        return {"llm_calls": len(self.calls), "prompt_tokens": sum(p), "completion_tokens": sum(o),
+                "model_s": sum(c.latency_s for c in self.calls), "dependency_1e9": dependency(p, o),
+                "steps": len(self.steps), "invalid_steps": sum(not s.valid for s in self.steps)}
+
+    def row(self) -> dict:
+        """One flat row per episode, for pandas."""
+        r = {k: getattr(self, k) for k in ("task_id", "env", "task_type", "split", "agent", "memory", "stream",
+                                           "position", "seed", "score", "success", "stop_reason", "error",
+                                           "wall_s")}
+        r.update(self.cost())
+        r["subtasks"] = len(self.subtasks)
+        r["n_retrieved"] = len(self.retrieved)
+        r["n_written"] = len(self.written)
+        return r
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Episode":
+        d = dict(d)
+        d["calls"] = [Call(**c) for c in d.get("calls", [])]
+        d["steps"] = [Step(**{**s, "call": Call(**s["call"]) if s.get("call") else None}) for s in d.get("steps", [])]
+        d["subtasks"] = [SubTrajectory(**s) for s in d.get("subtasks", [])]
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
