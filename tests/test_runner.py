@@ -26,7 +26,11 @@ def test_bad_task_ids_fail_before_any_model_call(tmp_path):
             run_streams(tmp_path, {"s": ["twx/coin/dev/0", bad]}, make, progress=False)
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         run_streams(tmp_path, {"s": ["twx/coin/dev/0"]}, make, workers=0, progress=False)
+    with pytest.raises(ValueError, match="valid: task, subtask"):
+        run_streams(tmp_path, {"s": ["twx/coin/dev/0"]}, lambda: Agent(llm, AgentConfig(level="flat")),
+                    progress=False)
     assert llm.stats.calls == 0
+    assert not (tmp_path / "streams").exists() or not list((tmp_path / "streams").iterdir())
 
 
 RUN_SCRIPT = """

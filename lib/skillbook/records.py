@@ -31,6 +31,7 @@ class Step:
     valid: bool = True     # False: unparsable or not a valid action (the environment was not called)
     subtask: int = 0
     call: Call | None = None
+    macro: str = ""        # the code skill that issued this step, if any
 
 
 @dataclass

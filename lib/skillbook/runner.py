@@ -62,6 +62,7 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     validate_streams(streams, env_options)
+    make_agent()  # agent parameters are checked here too, before any stream makes a model call
     run_dir = Path(run_dir)
     (run_dir / "streams").mkdir(parents=True, exist_ok=True)
     local = _Workers()

@@ -104,6 +104,7 @@ class Agent:
             else:
                 description, budget = ep.instruction, steps_left
             skills = self.memory.retrieve(description, context)
+            ep.calls += self.memory.pop_calls()
             sub = SubTrajectory(index=k, description=description, start=len(ep.steps),
                                 retrieved=[s.id for s in skills])
             ep.subtasks.append(sub)
@@ -113,9 +114,10 @@ class Agent:
             if cfg.level == "subtask":
                 summary = sub.summary = self._summarize(ep, summary, sub)
             written = self.memory.write(self._trajectory(ep, sub if cfg.level == "subtask" else None), context)
+            ep.calls += self.memory.pop_calls()
             sub.written = [s.id for s in written]
             ep.written += sub.written
-            if sub.stop_reason in ("env_done", "agent_finished"):
+            if sub.stop_reason == "env_done":
                 ep.stop_reason = sub.stop_reason
                 return
         ep.stop_reason = "subtask_budget" if cfg.level == "subtask" else (sub.stop_reason or "step_budget")
@@ -129,7 +131,10 @@ class Agent:
         if cfg.level == "subtask":
             subtask = f"Progress so far: {summary or 'nothing yet'}\nYour current subtask: {sub.description}\n"
         valid = env.valid_actions()
-        first = render("executor_first", skills=_block(render_skills(skills)), example=_block(example),
+        skill_text = render_skills(skills)
+        if any(sk.format == "code" for sk in skills):
+            skill_text += "\nTo run a code skill as one action, write: Action: call <name>(<arguments>)\n"
+        first = render("executor_first", skills=_block(skill_text), example=_block(example),
                        instruction=ep.instruction, subtask=subtask, actions=self._actions_text(env, valid),
                        observation=_cut(obs, cfg.obs_chars))
         messages = [{"role": "system", "content": render("executor_system", finish_rule=finish_rule).strip()},
@@ -137,7 +142,7 @@ class Agent:
         shown_actions = set(valid)
         stuck = 0               # consecutive invalid, blocked or repeated actions
         last_before = None      # the observation before the last environment step
-        for _ in range(budget):
+        while len(ep.steps) - sub.start < budget:
             c = self._call("executor", ep, messages)
             parsed = parse_reply(c.text)
             last = ep.steps[-1] if ep.steps and ep.steps[-1].subtask == sub.index else None
@@ -153,6 +158,17 @@ class Agent:
                 sub.stop_reason = "subtask_done"
                 ep.steps.append(Step(parsed.thought, "finish", "", ep.score, c.text, True, sub.index, call))
                 return obs
+            if parsed.action.lower().startswith("call "):
+                text, done = self._macro(env, ep, sub, parsed, c.text, call, budget - (len(ep.steps) - sub.start))
+                obs = ep.steps[-1].observation if ep.steps and ep.steps[-1].valid else obs
+                if done:
+                    sub.stop_reason = "env_done"
+                    return obs
+                valid = env.valid_actions()
+                messages.append({"role": "user", "content": text})
+                stuck = 0
+                self._trim(messages, c)
+                continue
             action = match_action(parsed.action, valid)
             feedback = None
             if action is None:
@@ -189,6 +205,46 @@ class Agent:
             self._trim(messages, c)
         sub.stop_reason = "step_budget"
         return obs
+
+    def _macro(self, env, ep: Episode, sub: SubTrajectory, parsed, raw: str, call: Call, budget: int):
+        """Run a retrieved code skill as one macro action; each command it issues is a recorded step."""
+        from ..skills.sandbox import Limits, SkillCallError, parse_call, run
+        try:
+            name, args = parse_call(parsed.action[5:])
+        except SkillCallError as e:
+            return self._refuse(ep, sub, parsed, raw, call, str(e)), False
+        defs = self.memory.callable_code(name)
+        if defs is None:
+            return self._refuse(ep, sub, parsed, raw, call, f"there is no code skill named {name!r}"), False
+        first = [True]
+
+        def step(action: str):
+            matched = match_action(action, env.valid_actions())
+            s = Step(parsed.thought if first[0] else "", action, "", ep.score, raw if first[0] else "",
+                     matched is not None, sub.index, call if first[0] else None, macro=name)
+            first[0] = False
+            if matched is None:
+                s.observation = f"'{action}' is not a valid action here."
+                ep.steps.append(s)
+                return s.observation, False
+            r = env.step(matched)
+            s.action, s.observation, s.score = matched, _cut(r.observation, self.config.obs_chars), r.score
+            ep.score, ep.success = r.score, bool(r.info.get("success", r.score >= 1.0))
+            ep.steps.append(s)
+            return r.observation, r.done
+
+        result = run(defs, (name, args), step, Limits(max_commands=max(1, min(20, budget))))
+        if not result.commands:
+            return self._refuse(ep, sub, parsed, raw, call, f"skill {name} issued no action"
+                                + (f" ({result.error})" if result.error else "")), False
+        last = result.commands[-1][1]
+        text = (f"Observation: skill {name} ran {len(result.commands)} actions"
+                + (f" and stopped: {result.error}" if result.error else "") + f". Last observation: {_cut(last, self.config.obs_chars)}")
+        return text, result.done
+
+    def _refuse(self, ep: Episode, sub: SubTrajectory, parsed, raw: str, call: Call, why: str) -> str:
+        ep.steps.append(Step(parsed.thought, parsed.action, why, ep.score, raw, False, sub.index, call))
+        return f"Observation: {why}"
 
     def _actions_text(self, env, valid: list[str]) -> str:
         if len(valid) <= self.config.list_actions_max:

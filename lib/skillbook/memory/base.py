@@ -16,6 +16,24 @@ from ..skills import Skill
 
 class MemoryPolicy:
     name = "base"
+    _calls: list | None = None
+
+    def record_call(self, role: str, completion) -> None:
+        """Remember a model call made by the policy (induction, merging), for the episode's costs."""
+        from ..records import Call
+        if self._calls is None:
+            self._calls = []
+        new = (completion.server_timings or {}).get("prompt_n")
+        self._calls.append(Call(role, completion.prompt_tokens, completion.completion_tokens,
+                                completion.latency_s, completion.cached, new))
+
+    def pop_calls(self) -> list:
+        calls, self._calls = self._calls or [], []
+        return calls
+
+    def callable_code(self, name: str) -> list[str] | None:
+        """Definitions to load for calling code skill `name` (with its dependencies), or None."""
+        return None
 
     def retrieve(self, query: str, context: dict) -> list[Skill]:
         return []
@@ -36,6 +54,13 @@ class NoMemory(MemoryPolicy):
 
 
 MEMORY_POLICIES: dict[str, Callable[..., MemoryPolicy]] = {"none": NoMemory}
+
+
+def register(name: str):
+    def deco(cls):
+        MEMORY_POLICIES[name] = cls
+        return cls
+    return deco
 
 
 def make_memory(name: str, **options) -> MemoryPolicy:

@@ -1,0 +1,135 @@
+"""Skill library: retrieval, threshold, hygiene and persistence, on hand-made embeddings with known answers."""
+import json
+import multiprocessing as mp
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from skillbook.skills import Skill
+from skillbook.skills.hygiene import add_with_hygiene, delete_cascade
+from skillbook.skills.library import SkillLibrary
+
+
+class HandMadeEmbedder:
+    """Unit vectors chosen by hand: each text maps to a known direction (test double for the encoder)."""
+
+    def __init__(self, table):
+        self.table = {k: np.asarray(v, np.float32) / np.linalg.norm(v) for k, v in table.items()}
+        self.hits = self.misses = 0
+
+    def embed(self, texts):
+        if isinstance(texts, str):
+            return self.table[texts]
+        return np.stack([self.table[t] for t in texts]) if texts else np.zeros((0, 3), np.float32)
+
+
+E = HandMadeEmbedder({
+    "open the fridge": [1, 0, 0], "open a fridge door": [0.95, 0.31, 0], "take the coin": [0, 1, 0],
+    "read the book": [0, 0, 1], "query fridge": [1, 0.05, 0], "query coin-ish": [0.2, 1, 0],
+    "query nothing": [-1, -1, -1], "fetch item": [0.6, 0.8, 0], "fetch thing": [0.62, 0.78, 0],
+})
+
+
+def lib_with(*skills):
+    lib = SkillLibrary(E)
+    for s in skills:
+        lib.add(s)
+    return lib
+
+
+def test_top_k_and_threshold():
+    lib = lib_with(Skill("a", "open the fridge", "1. open fridge"), Skill("b", "take the coin", "1. take coin"),
+                   Skill("c", "read the book", "1. read book"))
+    hits = lib.search("query fridge", k=5, threshold=0.3)
+    assert [s.id for s, _ in hits] == ["a"]  # b has cosine 0.05, c 0: under the threshold
+    assert hits[0][1] == pytest.approx(1 / np.sqrt(1.0025), rel=1e-4)
+    assert [s.id for s, _ in lib.search("query coin-ish", k=2, threshold=0.0)] == ["b", "a"]
+    assert [s.id for s, _ in lib.search("query coin-ish", k=1, threshold=0.0)] == ["b"]
+    assert lib.search("query nothing") == []
+    assert lib.top_k_ids(E.embed("query coin-ish"), k=2, threshold=0.0) == ["b", "a"]
+    with pytest.raises(ValueError, match="positive"):
+        lib.search("query fridge", k=0)
+
+
+def test_text_duplicates_are_merged_not_added():
+    lib = lib_with(Skill("a", "open the fridge", "1. open fridge"))
+    new = Skill("n", "open a fridge door", "1. go to kitchen\n2. open fridge")  # cosine 0.95 ≥ 0.85
+    kept, event = add_with_hygiene(lib, new, merge_bodies=lambda old, new: old.body + " | " + new.body)
+    assert event == "merged" and kept.id == "a" and len(lib) == 1
+    assert lib.get("a").body == "1. open fridge | 1. go to kitchen\n2. open fridge"
+    other, event = add_with_hygiene(lib, Skill("m", "take the coin", "1. take coin"), merge_bodies=None)
+    assert event == "added" and len(lib) == 2
+    assert [e["event"] for e in lib.events] == ["merged", "added"]
+
+
+CODE_A = "def fetch(env, item):\n    return env.step('take ' + item)\n"
+CODE_A2 = "def fetch(env, item):\n    env.step('look around')\n    return env.step('take ' + item)\n"
+CODE_B = "def fetch_two(env, a, b):\n    fetch(env, a)\n    return fetch(env, b)\n"
+CODE_BROKEN = "def fetch(env, item):\n    return env.step(item)\nraise RuntimeError('broken at load')\n"
+
+
+def test_code_overwrite_drop_and_cascade_delete():
+    ok = lambda defs: ""  # noqa: E731 — the sandbox itself is tested in test_sandbox.py
+    lib = SkillLibrary(E)
+    a, ev = add_with_hygiene(lib, Skill("a", "fetch item", CODE_A, "code"), load_check=ok)
+    assert ev == "added"
+    b, ev = add_with_hygiene(lib, Skill("b", "take the coin", CODE_B, "code"), load_check=ok)
+    assert ev == "added"
+    # same function name: overwrites, whatever the description
+    a2, ev = add_with_hygiene(lib, Skill("a2", "read the book", CODE_A2, "code"), load_check=ok)
+    assert ev == "overwritten" and "a" not in lib and lib.get("a2").body == CODE_A2
+    # a new name with a near-duplicate description (0.9998 ≥ 0.85 to 'fetch item'? no: a2 now reads 'read the book')
+    c, ev = add_with_hygiene(lib, Skill("c", "fetch thing", "def other(env):\n    return env.step('x')\n", "code"),
+                             load_check=ok)
+    assert ev == "added"
+    d, ev = add_with_hygiene(lib, Skill("d", "fetch item", "def third(env):\n    return env.step('y')\n", "code"),
+                             load_check=ok)
+    assert ev == "dropped" and d is None and "d" not in lib  # 'fetch item' ~ 'fetch thing' (c)
+    # deleting the function others call removes them too
+    gone = delete_cascade(lib, "a2", "test")
+    assert set(gone) == {"a2", "b"} and set(lib.skills) == {"c"}
+
+
+def test_code_skill_that_fails_to_load_is_deleted_with_its_dependents():
+    from skillbook.skills import sandbox
+    lib = SkillLibrary(E)
+    add_with_hygiene(lib, Skill("a", "fetch item", CODE_A, "code"))
+    add_with_hygiene(lib, Skill("b", "take the coin", CODE_B, "code"))
+    assert set(lib.skills) == {"a", "b"}
+    kept, ev = add_with_hygiene(lib, Skill("x", "read the book", CODE_BROKEN, "code"))  # overwrites fetch, fails
+    assert kept is None and ev == "deleted"
+    assert set(lib.skills) == set()  # fetch_two depended on fetch
+    deleted = [e for e in lib.events if e["event"] == "deleted"]
+    assert "broken at load" in deleted[0]["reason"] and "depends on deleted fetch" in deleted[1]["reason"]
+
+
+def test_library_round_trips_and_save_is_atomic(tmp_path):
+    lib = lib_with(Skill("a", "open the fridge", "1. open fridge", provenance={"source_task": "t"}),
+                   Skill("b", "fetch item", CODE_A, "code"))
+    path = lib.save(tmp_path / "lib.json")
+    back = SkillLibrary.load(path, E)
+    assert [s.to_dict() for s in back] == [s.to_dict() for s in lib]
+    assert [s.id for s, _ in back.search("query fridge")] == ["a", "b"]  # cosines 1.0 and 0.64
+
+
+def _writer(path, n):
+    lib = SkillLibrary(HandMadeEmbedder({f"d{i}": [1, i, 0] for i in range(10_000)}))
+    for i in range(n):
+        lib.add(Skill(f"s{i}", f"d{i}", "x" * 2000))
+        lib.save(path)
+
+
+def test_library_killed_mid_write_is_complete_up_to_its_last_checkpoint(tmp_path):
+    path = tmp_path / "lib.json"
+    p = mp.get_context("fork").Process(target=_writer, args=(path, 10_000))
+    p.start()
+    time.sleep(1.5)
+    os.kill(p.pid, signal.SIGKILL)
+    p.join()
+    state = json.loads(path.read_text())  # never a torn file
+    ids = [s["id"] for s in state["skills"]]
+    assert ids and ids == [f"s{i}" for i in range(len(ids))]
+    assert not [f for f in os.listdir(tmp_path) if f != "lib.json" and not f.startswith(".lib.json.")]
