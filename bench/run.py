@@ -15,7 +15,6 @@ import statistics
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from skillbook.book import project_root
 from skillbook.llm import LLM, ResponseCache
@@ -111,6 +110,42 @@ def agent_costs(backend: str, tasks: list[str], workers: int, max_steps: int) ->
             "harness_overhead": (wall - model) / wall if workers == 1 else None}
 
 
+def retrieval(n_skills: int = 10_000, n_queries: int = 500) -> dict:
+    """Top-5 retrieval over a library of `n_skills` real MiniLM embeddings, and the embedding cache."""
+    import itertools
+
+    from skillbook.skills import Skill
+    from skillbook.skills.embeddings import get_embedder
+    from skillbook.skills.library import SkillLibrary
+
+    verbs = ["open", "take", "put", "find", "cook", "slice", "read", "move", "examine", "heat", "sort", "carry"]
+    objects = ["the fridge", "a coin", "the apple", "a red box", "the cookbook", "a knife", "the potato",
+               "a thermometer", "the door", "a plant", "the book", "a coat", "the oven", "a bowl", "the key"]
+    places = ["in the kitchen", "in the bedroom", "near the door", "on the counter", "in a closed container",
+              "after reading the recipe", "when the room is dark", "before cooking", "in another room",
+              "when Simon says so", "with care", "quickly", "twice", "first", "at the end"]
+    cases = ["", " (small)", " (large)", " (second time)"]  # 4 × 2,700 distinct descriptions
+    texts = [f"{v} {o} {p}{c}" for c in cases for v, o, p in itertools.product(verbs, objects, places)][:n_skills]
+    emb = get_embedder()
+    t0 = time.perf_counter()
+    lib = SkillLibrary(emb)
+    for i, t in enumerate(texts):
+        lib.add(Skill(f"s{i}", t, "body"))
+    lib.matrix()
+    build_s = time.perf_counter() - t0
+    queries = emb.embed([f"how to {t}" for t in texts[:n_queries]])
+    t0 = time.perf_counter()
+    for q in queries:
+        lib.top_k_ids(q, k=5, threshold=0.3)
+    per_query_ms = (time.perf_counter() - t0) / len(queries) * 1e3
+    hits0 = emb.hits
+    t0 = time.perf_counter()
+    emb.embed(texts[:1000])
+    repeat_s = time.perf_counter() - t0
+    return {"n_skills": n_skills, "build_s": build_s, "top5_ms_per_query": per_query_ms,
+            "repeat_1000_texts_s": repeat_s, "repeat_cache_hits": emb.hits - hits0}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", default="embedded:qwen2.5-coder-1.5b")
@@ -134,6 +169,7 @@ def main() -> None:
         "prompt_cache_cold_s": cold, "prompt_cache_warm_s": warm, "prompt_cache_speedup": cold / warm,
         "replay_live_s": live, "replay_cached_s": cached, "replay_speedup": live / cached,
     }
+    results["retrieval"] = retrieval()
     if not args.skip_agent:
         one = agent_costs(args.backend, AGENT_TASKS, 1, args.agent_steps)
         two = agent_costs(args.backend, AGENT_TASKS, 2, args.agent_steps)
@@ -149,6 +185,11 @@ def main() -> None:
     for name, value, target in rows:
         verdict = "" if target is None else ("  ok" if value >= target else "  BELOW TARGET")
         print(f"{name:45s} {value:10.2f}× {('≥ %.1f×' % target) if target else '':>8s}{verdict}")
+    r = results["retrieval"]
+    print(f"{'top-5 retrieval, 10,000 skills (ms per query)':45s} {r['top5_ms_per_query']:10.3f}   ≤ 2"
+          + ("  ok" if r["top5_ms_per_query"] <= 2 else "  ABOVE TARGET"))
+    print(f"{'embedding cache hits on 1,000 repeated texts':45s} {r['repeat_cache_hits']:10d}   = 1000"
+          + ("  ok" if r["repeat_cache_hits"] == 1000 else "  MISSES"))
     if not args.skip_agent:
         one = results["agent_one_stream"]
         for name, value, target, unit in [
@@ -158,7 +199,7 @@ def main() -> None:
                 ("seconds per agent step", one["seconds_per_step"], 8, " s")]:
             verdict = "  ok" if value <= target else "  ABOVE TARGET"
             print(f"{name:45s} {value:10.2f}{unit:2s} ≤ {target}{verdict}")
-    print(f"generation tokens/s at 1/2/4 concurrent: " + ", ".join(f"{v:.1f}" for v in tput.values()))
+    print("generation tokens/s at 1/2/4 concurrent: " + ", ".join(f"{v:.1f}" for v in tput.values()))
     print(f"prompt: cold {cold:.2f} s, extended {warm:.2f} s; replay: live {live:.3f} s, cached {cached * 1e3:.2f} ms")
 
     out = project_root() / "runs" / "bench"

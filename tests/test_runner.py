@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -61,7 +60,9 @@ def _records(run_dir):
     out = []
     for e in eps:
         d = e.to_dict()
-        d.pop("wall_s")
+        d.pop("wall_s")  # wall time and whether an answer was replayed are bookkeeping, not results
+        for c in d["calls"] + [s["call"] for s in d["steps"] if s["call"]]:
+            c.pop("cached")
         out.append(d)
     return out
 
@@ -97,3 +98,15 @@ def test_killed_run_resumes_to_the_same_records(tmp_path):
 def test_independent_streams_one_task_each():
     s = independent_streams(["x/a/dev/0", "x/a/dev/1"])
     assert list(s.values()) == [["x/a/dev/0"], ["x/a/dev/1"]] and len(set(s)) == 2
+
+
+def test_resuming_with_other_settings_is_refused(tmp_path):
+    llm = LLM("openai:http://127.0.0.1:9/v1#nothing-listens")
+    (tmp_path / "streams").mkdir()
+    recorded = {"format": 1, "stream": "s", "tasks": ["twx/coin/dev/0"], "episodes": [], "memory": {},
+                "config": {"agent": {"max_steps": 50}, "backend": llm.backend}}
+    (tmp_path / "streams" / "s.json").write_text(json.dumps(recorded))
+    with pytest.raises(ValueError, match="recorded with other settings .*agent"):
+        run_streams(tmp_path, {"s": ["twx/coin/dev/0", "twx/coin/dev/1"]},
+                    lambda: Agent(llm, AgentConfig(max_steps=5)), progress=False)
+    assert llm.stats.calls == 0

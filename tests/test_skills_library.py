@@ -94,7 +94,6 @@ def test_code_overwrite_drop_and_cascade_delete():
 
 
 def test_code_skill_that_fails_to_load_is_deleted_with_its_dependents():
-    from skillbook.skills import sandbox
     lib = SkillLibrary(E)
     add_with_hygiene(lib, Skill("a", "fetch item", CODE_A, "code"))
     add_with_hygiene(lib, Skill("b", "take the coin", CODE_B, "code"))

@@ -62,7 +62,8 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     validate_streams(streams, env_options)
-    make_agent()  # agent parameters are checked here too, before any stream makes a model call
+    probe = make_agent()  # agent parameters are checked here too, before any stream makes a model call
+    config = _fingerprint(probe, env_options)
     run_dir = Path(run_dir)
     (run_dir / "streams").mkdir(parents=True, exist_ok=True)
     local = _Workers()
@@ -85,7 +86,13 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
         state = _load(run_dir, stream)
         if state["tasks"] and state["tasks"] != ids[: len(state["tasks"])]:
             raise ValueError(f"{run_dir}/streams/{stream}.json was recorded for other tasks; "
-                             "use a new run directory or delete it")
+                             "use a new run directory (e.g. another profile name) or delete it")
+        if state["tasks"] and state.get("config") != config:
+            changed = sorted(k for k in set(config) | set(state.get("config") or {})
+                             if config.get(k) != (state.get("config") or {}).get(k))
+            raise ValueError(f"{run_dir}/streams/{stream}.json was recorded with other settings ({', '.join(changed)}); "
+                             "resume only with the same settings, or use a new run directory (e.g. another profile name)")
+        state["config"] = config
         agent = make_agent()
         agent.memory.load_state(state["memory"])
         for position in range(len(state["episodes"]), len(ids)):
@@ -118,6 +125,13 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
             e.close()
         _log_session(run_dir, started, time.perf_counter() - t0, workers, streams, done_before)
     return episodes_frame(load_episodes(run_dir))
+
+
+def _fingerprint(agent: Agent, env_options: dict | None) -> dict:
+    """What must not change between a run and its resumption: agent config, model, seed, memory, envs."""
+    from dataclasses import asdict
+    return json.loads(json.dumps({"agent": asdict(agent.config), "backend": agent.llm.backend, "seed": agent.llm.seed,
+                                  "memory": agent.memory.name, "env_options": env_options or {}}, sort_keys=True))
 
 
 def _log_session(run_dir: Path, started: str, elapsed: float, workers: int, streams: dict, done_before: int) -> None:
