@@ -85,6 +85,18 @@ def run_dir(chapter: str, profile: str = CANONICAL_PROFILE, root: Path | None = 
 
 
 # -- executing chapters ----------------------------------------------------------------------------
+def declared_parameters(notebook: Path) -> list[str]:
+    """Names assigned at the top level of a chapter's `parameters` cell."""
+    import re
+
+    import nbformat
+    nb = nbformat.read(str(notebook), as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    if cell is None:
+        raise ProfileError(f"{notebook} has no cell tagged 'parameters'")
+    return re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=", cell.source, re.M)
+
+
 def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None, *,
             output_root: Path | None = None, extra_params: dict | None = None, root: Path | None = None) -> list[Path]:
     """Execute chapters with papermill under a profile; returns the executed notebooks' paths."""
@@ -103,10 +115,12 @@ def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None,
     for name in chapters:
         source = root / "chapters" / f"{name}.ipynb"
         target = out_dir / f"{name}.ipynb"
-        p = {**params, **(extra_params or {}), "profile": profile}
+        scoped = (params.get("chapters") or {}).get(name, {})  # per-chapter overrides in a profile
+        common = {k: v for k, v in params.items() if k != "chapters"}
+        p = {**common, **scoped, **(extra_params or {}), "profile": profile}
         if output_root is not None:
             p["runs_root"] = str(output_root)
-        declared = set(pm.inspect_notebook(str(source)))
+        declared = declared_parameters(source)
         p = {k: v for k, v in p.items() if k in declared}  # profiles are shared by all chapters
         t0 = time.time()
         print(f"[skillbook] executing {name} (profile {profile}) -> {target}", flush=True)
@@ -175,15 +189,17 @@ class Lab:
     """
 
     def __init__(self, chapter: str, profile: str = CANONICAL_PROFILE, backend: str | None = None,
-                 seed: int = 0, runs_root: str | None = None):
+                 seed: int = 0, runs_root: str | None = None, records: str | None = None):
+        """`records` names a run directory shared by several chapters (e.g. 'transfer'); default: the chapter's."""
         from .llm import DEFAULT_BACKEND, ResponseCache, get_llm
 
         self.chapter, self.profile, self.seed = chapter, profile, seed
+        name = records or chapter
         if runs_root:
-            self.run_dir = Path(runs_root) / chapter
+            self.run_dir = Path(runs_root) / name
             self.run_dir.mkdir(parents=True, exist_ok=True)
         else:
-            self.run_dir = run_dir(chapter, profile)
+            self.run_dir = run_dir(name, profile)
         self.cache = ResponseCache.for_run(self.run_dir)
         self.llm = get_llm(backend or DEFAULT_BACKEND, self.cache, seed=seed)
         self._envs: list = []
@@ -208,7 +224,7 @@ class Lab:
             e.close()
         self.cache.save()
         s = self.summary()
-        atomic_write_json(self.run_dir / "summary.json", s, indent=1)
+        atomic_write_json(self.run_dir / f"summary-{self.chapter}.json", s, indent=1)
         return pd.DataFrame({"value": pd.Series(s, dtype=object)})
 
 
