@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from .agents import Agent
 from .envs import Env, make_env, parse_task_id
-from .io import atomic_write_json
+from .io import atomic_write_json, atomic_write_text
 from .records import Episode
 
 STREAM_FORMAT = 1
@@ -124,7 +124,10 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
         for e in opened:
             e.close()
         _log_session(run_dir, started, time.perf_counter() - t0, workers, streams, done_before)
-    return episodes_frame(load_episodes(run_dir))
+    episodes = load_episodes(run_dir)
+    # the flat form for other tools: one JSON line per episode (the stream files stay the checkpoints)
+    atomic_write_text(run_dir / "episodes.jsonl", "".join(json.dumps(e.to_dict()) + "\n" for e in episodes))
+    return episodes_frame(episodes)
 
 
 def _fingerprint(agent: Agent, env_options: dict | None) -> dict:
