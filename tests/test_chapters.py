@@ -37,11 +37,18 @@ def test_profiles_exist_and_unknown_ones_are_named():
         execute("smoke", ["99_nope"])
 
 
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """Every chapter executed in book order into one folder (later chapters read earlier chapters' records)."""
+    root = tmp_path_factory.mktemp("smoke")
+    return root, dict(zip(toc_chapters(), execute("smoke", output_root=root)))
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("chapter", toc_chapters())
-def test_chapter_executes_under_the_smoke_profile(chapter, tmp_path):
-    out, = execute("smoke", [chapter], output_root=tmp_path)
-    nb = nbformat.read(out, as_version=4)
+def test_chapter_executes_under_the_smoke_profile(chapter, smoke_run):
+    tmp_path, outputs = smoke_run
+    nb = nbformat.read(outputs[chapter], as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     summary_path, = tmp_path.rglob(f"summary-{chapter}.json")

@@ -87,3 +87,17 @@ def load_conditions(run_dir: Path, conditions: list[str]) -> tuple[dict, pd.Data
     df["level"] = df["condition"].str.split("-").str[0]
     df["format"] = df["condition"].str.split("-").str[1]
     return episodes, df
+
+
+def save_experiment(run_dir: Path, **spec) -> None:
+    """Record what defines the transfer run (stream, conditions, settings) for the chapters that read it."""
+    from .io import atomic_write_json
+    atomic_write_json(Path(run_dir) / "experiment.json", spec, indent=1)
+
+
+def load_experiment(run_dir: Path) -> dict:
+    path = Path(run_dir) / "experiment.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: execute chapter 02_induction (which runs the transfer "
+                                "stream) with this profile first")
+    return json.loads(path.read_text())

@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> None:
     p.cache_prompt = True
     p.cpuparams.n_threads = args.threads
     p.cpuparams_batch.n_threads = args.threads
+    # No busy-waiting between batches: same speed alone, and a second process on the same cores
+    # (an environment's JVM, another server) is not starved.
+    p.cpuparams.poll = 0
+    p.cpuparams_batch.poll = 0
     server = xllamacpp.Server(p)
     print(json.dumps({"address": server.listening_address, "pid": os.getpid()}), flush=True)
     sys.stdin.read()  # returns at EOF: the parent has exited or closed the pipe

@@ -76,6 +76,15 @@ class SkillLibrary:
     def log(self, event: str, **details) -> None:
         self.events.append({"event": event, **details})
 
+    def filtered(self, where) -> "SkillLibrary":
+        """A new library holding the skills for which `where(skill)` is true (copies of the records)."""
+        lib = SkillLibrary(self._embedder)
+        for s in self.skills.values():
+            if where(s):
+                lib.add(Skill.from_dict(s.to_dict()))
+        lib._counter = self._counter
+        return lib
+
     # -- retrieval ----------------------------------------------------------------------------------
     def _append_vector(self, skill: Skill) -> None:
         if self._matrix is None:
