@@ -1,8 +1,6 @@
 """Measurements of the laboratory chapter: model speed, a gold trajectory, the cost of a model step."""
 from __future__ import annotations
 
-import random
-
 import pandas as pd
 
 from .analysis.cost import dependency
@@ -60,43 +58,21 @@ def play_gold(env: Env, task_id: str, max_obs_chars: int = 160) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-STEP_SYSTEM = ("You are an agent acting in a text environment. Each turn, reply with one line "
-               "'Thought: <why>' and one line 'Action: <one action from the list>'.")
+def step_costs(llm: LLM, env: Env, task_id: str, steps: int = 3) -> pd.DataFrame:
+    """What agent steps cost: the book's task-level agent (chapter "Agents") for a few steps of a real task.
 
-
-def step_prompt(instruction: str, observation: str, valid: list[str], k: int, rng: random.Random) -> str:
-    shown = sorted(valid, key=lambda a: (len(a), a))[: k // 2]
-    rest = [a for a in valid if a not in shown]
-    shown += rng.sample(rest, min(len(rest), k - len(shown)))
-    return (f"Task: {instruction}\nObservation: {observation}\nValid actions: " + "; ".join(shown))
-
-
-def step_costs(llm: LLM, env: Env, task_id: str, steps: int = 3, k_actions: int = 25,
-               seed: int = 0, max_tokens: int = 80) -> pd.DataFrame:
-    """What one model step costs: a few turns of a plain ReAct-style conversation on a real task.
-
-    Each turn's prompt extends the previous one (the conversation grows), which is where the
-    server's prompt cache pays. The action is sent to the environment as written; this is a cost
-    probe, not the book's agent (chapter "Agents" builds that).
+    Each step's prompt extends the previous one (the conversation is append-only), which is where the
+    server's prompt cache pays: `new_prompt_tokens` is what the server actually had to prefill.
     """
-    rng = random.Random(seed)
-    obs = env.reset(task_id)
-    messages = [{"role": "system", "content": STEP_SYSTEM}]
+    from .agents import Agent, AgentConfig
+    ep = Agent(llm, AgentConfig(level="task", max_steps=steps)).run(env, task_id)
+    if ep.error:
+        raise RuntimeError(f"the cost probe failed: {ep.error}")
     rows = []
-    for i in range(1, steps + 1):
-        messages.append({"role": "user", "content": step_prompt(env.instruction, obs, env.valid_actions(),
-                                                                 k_actions, rng)})
-        c = llm.chat(messages, max_tokens=max_tokens, stop=["\nObservation"])
-        messages.append({"role": "assistant", "content": c.text})
-        action = next((line.split(":", 1)[1].strip() for line in c.text.splitlines()
-                       if line.lower().startswith("action:")), c.text.strip().splitlines()[-1] if c.text.strip() else "")
-        was_valid = action in env.valid_actions()
-        r = env.step(action)
-        obs = r.observation
-        rows.append({"step": i, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-                     "latency_s": c.latency_s, "dependency_1e9": dependency(c.prompt_tokens, c.completion_tokens),
-                     "action": action, "valid_action": was_valid,
-                     "score": r.score, "cached": c.cached})
-        if r.done:
-            break
+    for i, s in enumerate(ep.steps, 1):
+        c = s.call
+        rows.append({"step": i, "prompt_tokens": c.prompt_tokens, "new_prompt_tokens": c.new_prompt_tokens,
+                     "completion_tokens": c.completion_tokens, "latency_s": c.latency_s,
+                     "dependency_1e9": dependency(c.prompt_tokens, c.completion_tokens), "action": s.action,
+                     "valid_action": s.valid, "score": s.score, "cached": c.cached})
     return pd.DataFrame(rows)
