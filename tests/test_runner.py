@@ -110,3 +110,12 @@ def test_resuming_with_other_settings_is_refused(tmp_path):
         run_streams(tmp_path, {"s": ["twx/coin/dev/0", "twx/coin/dev/1"]},
                     lambda: Agent(llm, AgentConfig(max_steps=5)), progress=False)
     assert llm.stats.calls == 0
+
+
+def test_live_minutes_counts_overlapping_sessions_once():
+    import pandas as pd
+    from skillbook.runner import live_minutes
+    s = pd.DataFrame({"started": ["2026-01-01T10:00:00", "2026-01-01T10:05:00", "2026-01-01T11:00:00"],
+                      "elapsed_s": [600, 600, 5], "episodes_run": [3, 2, 0]})
+    assert live_minutes(s) == pytest.approx(15.0)  # 10:00 → 10:15; the replay at 11:00 ran nothing
+    assert live_minutes(s.iloc[2:]) == 0.0

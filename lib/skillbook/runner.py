@@ -152,6 +152,16 @@ def run_sessions(run_dir: str | Path) -> pd.DataFrame:
     return pd.read_json(path, lines=True) if path.exists() else pd.DataFrame()
 
 
+def live_minutes(sessions: pd.DataFrame) -> float:
+    """Wall-clock minutes from the first to the last invocation that ran episodes (overlaps counted once)."""
+    live = sessions[sessions["episodes_run"] > 0] if len(sessions) else sessions
+    if not len(live):
+        return 0.0
+    start = pd.to_datetime(live["started"])
+    end = start + pd.to_timedelta(live["elapsed_s"], unit="s")
+    return float((end.max() - start.min()).total_seconds() / 60)
+
+
 def _load(run_dir: Path, stream: str) -> dict:
     path = Path(run_dir) / "streams" / f"{stream}.json"
     if path.exists():
