@@ -19,7 +19,7 @@ def test_bad_task_ids_fail_before_any_model_call(tmp_path):
     make = lambda: Agent(llm, AgentConfig())  # noqa: E731
     for bad, message in [("twx/coin/validation/0", "valid splits: train, dev, test"),
                          ("twx/coins/dev/0", "valid: cookingworld"),
-                         ("alfworld/pick/dev/0", "valid envs: sciworld, twx"),
+                         ("alfworld/pick/dev/0", "valid envs: sciworld, twx, tau2"),
                          ("twx/coin/dev/5000", r"valid 0\.\.999")]:
         with pytest.raises(TaskIdError, match=message):
             run_streams(tmp_path, {"s": ["twx/coin/dev/0", bad]}, make, progress=False)

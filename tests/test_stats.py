@@ -45,3 +45,19 @@ def test_budget_curve_counts_solved_tasks_within_budget():
     c = budget_curve(df, "latency", points=11)
     at = dict(zip(c.budget, c.solved_share))
     assert at[0.0] == 0 and at[1.0] == 0.25 and at[3.0] == 0.5 and at[10.0] == 0.75
+
+
+def test_spearman_difference_and_verdict():
+    from scipy.stats import spearmanr
+
+    from skillbook.analysis import bootstrap_difference, spearman_ci, verdict
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=60)
+    y = x + rng.normal(scale=0.5, size=60)
+    r = spearman_ci(x, y)
+    assert r["rho"] == pytest.approx(spearmanr(x, y).statistic)
+    assert 0 < r["ci_low"] < r["rho"] < r["ci_high"] <= 1
+    d = bootstrap_difference(np.zeros(30), np.ones(30) + rng.normal(scale=0.1, size=30))
+    assert d["ci_low"] > 0.8
+    assert verdict(0.1, 0.3, +1) == "supported" and verdict(0.1, 0.3, -1) == "contradicted"
+    assert verdict(-0.1, 0.3, +1) == "not resolved" and verdict(float("nan"), 1, 1) == "not resolved"

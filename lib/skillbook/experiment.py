@@ -78,9 +78,43 @@ def run_condition(run_dir: Path, llm, task_ids: list[str], config: AgentConfig,
                        desc=desc or Path(run_dir).name)
 
 
+TASK_TEXTS = ("instruction", "instruction+observation", "observation+instruction")
+
+
+def task_texts(task_ids: list[str], env_options: dict | None = None, kind: str = "instruction+observation",
+               llm=None) -> dict[str, str]:
+    """task id → the text that stands for the task when skills are compared with tasks.
+
+    'instruction' is the goal sentence; 'instruction+observation' appends the first observation,
+    which is where a TextWorldExpress task differs from the others of its game (its instruction is
+    one fixed sentence per game); 'observation+instruction' puts the observation first (for τ²-bench,
+    whose instruction is the long domain policy). `llm` plays τ²-bench's simulated user, whose first
+    message is the first observation.
+    """
+    if kind not in TASK_TEXTS:
+        raise ValueError(f"unknown task text {kind!r}; valid: {', '.join(TASK_TEXTS)}")
+    out: dict[str, str] = {}
+    envs: dict[str, object] = {}
+    try:
+        for t in dict.fromkeys(task_ids):
+            name = t.split("/")[0]
+            if name not in envs:
+                envs[name] = make_env(name, **(env_options or {}).get(name, {}))
+            if llm is not None and hasattr(envs[name], "bind_llm"):
+                envs[name].bind_llm(llm)
+            obs = envs[name].reset(t).strip()
+            ins = envs[name].instruction.strip()
+            out[t] = {"instruction": ins, "instruction+observation": ins + "\n" + obs,
+                      "observation+instruction": obs + "\n" + ins}[kind]
+    finally:
+        for e in envs.values():
+            e.close()
+    return out
+
+
 def load_condition(run_dir: Path):
     eps = load_episodes(run_dir)
     return eps, episodes_frame(eps)
 
 
-__all__ = ["parse_task_types", "sample_tasks", "task_frame", "run_condition", "load_condition", "MemoryPolicy"]
+__all__ = ["parse_task_types", "sample_tasks", "task_frame", "run_condition", "load_condition", "task_texts", "TASK_TEXTS", "MemoryPolicy"]

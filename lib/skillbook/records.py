@@ -69,14 +69,19 @@ class Episode:
     written: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     config: dict = field(default_factory=dict)
+    transcript: list[dict] = field(default_factory=list)   # the full conversation, for conversational benchmarks
 
     # -- costs (the first paper's §4.4 and appendix D) ---------------------------------------------
     def cost(self) -> dict:
-        p = [c.prompt_tokens for c in self.calls]
-        o = [c.completion_tokens for c in self.calls]
-        return {"llm_calls": len(self.calls), "prompt_tokens": sum(p), "completion_tokens": sum(o),
-                "model_s": sum(c.latency_s for c in self.calls), "dependency_1e9": dependency(p, o),
-                "steps": len(self.steps), "invalid_steps": sum(not s.valid for s in self.steps)}
+        """The agent's costs. Calls with role 'user' are the environment's (τ²-bench's simulated user) and
+        are counted apart."""
+        agent = [c for c in self.calls if c.role != "user"]
+        p = [c.prompt_tokens for c in agent]
+        o = [c.completion_tokens for c in agent]
+        return {"llm_calls": len(agent), "prompt_tokens": sum(p), "completion_tokens": sum(o),
+                "model_s": sum(c.latency_s for c in agent), "dependency_1e9": dependency(p, o),
+                "steps": len(self.steps), "invalid_steps": sum(not s.valid for s in self.steps),
+                "user_calls": len(self.calls) - len(agent)}
 
     def row(self) -> dict:
         """One flat row per episode, for pandas."""

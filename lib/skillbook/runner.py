@@ -98,7 +98,10 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
         for position in range(len(state["episodes"]), len(ids)):
             task_id = ids[position]
             try:
-                ep = agent.run(env_for(task_id), task_id, stream=stream, position=position)
+                env = env_for(task_id)
+                if hasattr(env, "bind_llm"):
+                    env.bind_llm(agent.llm)   # τ²-bench's simulated user runs on the agent's backend and cache
+                ep = agent.run(env, task_id, stream=stream, position=position)
             except Exception as e:  # noqa: BLE001 — one task's crash must not end the run
                 t = parse_task_id(task_id)
                 ep = Episode(task_id=task_id, env=t[0], task_type=t[1], split=t[2], agent=agent.config.level,

@@ -75,8 +75,11 @@ class Agent:
         try:
             example = self._example_text(env, task)
             obs = env.reset(task)
+            self._env_calls(env, ep)
             ep.instruction = env.instruction
             self._loop(env, task, ep, obs, example)
+            if hasattr(env, "conversation"):
+                ep.transcript = env.conversation()
         except (EnvError, LLMError) as e:
             ep.error = f"{type(e).__name__}: {e}"
             ep.stop_reason = "error"
@@ -89,7 +92,7 @@ class Agent:
         cfg = self.config
         summary = ""
         context = {"task_id": task.id, "task_type": task.task_type, "env": task.env, "level": cfg.level,
-                   "position": ep.position, "instruction": ep.instruction}
+                   "position": ep.position, "instruction": ep.instruction, "observation": obs}
         for k in range(cfg.max_subtasks if cfg.level == "subtask" else 1):
             steps_left = cfg.max_steps - len(ep.steps)
             if steps_left <= 0:
@@ -169,7 +172,8 @@ class Agent:
                 stuck = 0
                 self._trim(messages, c)
                 continue
-            action = match_action(parsed.action, valid)
+            action = (env.match_action(parsed.raw_action or parsed.action, valid) if hasattr(env, "match_action")
+                      else match_action(parsed.action, valid))
             feedback = None
             if action is None:
                 feedback = (f"'{parsed.action}' is not a valid action here."
@@ -186,6 +190,7 @@ class Agent:
             else:
                 last_before = _cut(obs, cfg.obs_chars)
                 r = env.step(action)
+                self._env_calls(env, ep)
                 obs, ep.score, ep.success = r.observation, r.score, bool(r.info.get("success", r.score >= 1.0))
                 ep.steps.append(Step(parsed.thought, action, _cut(obs, cfg.obs_chars), r.score, c.text, True,
                                      sub.index, call))
@@ -241,6 +246,15 @@ class Agent:
         text = (f"Observation: skill {name} ran {len(result.commands)} actions"
                 + (f" and stopped: {result.error}" if result.error else "") + f". Last observation: {_cut(last, self.config.obs_chars)}")
         return text, result.done
+
+    @staticmethod
+    def _env_calls(env, ep: Episode) -> None:
+        """Model calls the environment made (τ²-bench's simulated user), recorded with role 'user'."""
+        for c in getattr(env, "user_calls", None) or []:
+            ep.calls.append(Call("user", c.prompt_tokens, c.completion_tokens, c.latency_s, c.cached,
+                                 (c.server_timings or {}).get("prompt_n")))
+        if getattr(env, "user_calls", None):
+            env.user_calls.clear()
 
     def _refuse(self, ep: Episode, sub: SubTrajectory, parsed, raw: str, call: Call, why: str) -> str:
         ep.steps.append(Step(parsed.thought, parsed.action, why, ep.score, raw, False, sub.index, call))

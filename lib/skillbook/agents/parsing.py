@@ -24,6 +24,7 @@ class Parsed:
     thought: str
     action: str          # '' when nothing action-like was found
     finish: bool = False
+    raw_action: str = "" # the action as written, before cleaning (for free-form actions: messages, JSON)
 
 
 def _clean_action(text: str) -> str:
@@ -45,7 +46,7 @@ def parse_reply(text: str) -> Parsed:
             obj = json.loads(text)
             if isinstance(obj, dict) and "action" in obj:
                 action = _clean_action(str(obj["action"]))
-                return Parsed(str(obj.get("thought", "")), action, is_finish(action))
+                return Parsed(str(obj.get("thought", "")), action, is_finish(action), str(obj["action"]).strip())
         except json.JSONDecodeError:
             pass
     thought, action = [], None
@@ -76,8 +77,9 @@ def parse_reply(text: str) -> Parsed:
             thought = thought[:-1]
         else:
             return Parsed(" ".join(thought).strip(), "")
+    raw = action.strip()
     action = _clean_action(action)
-    return Parsed(" ".join(thought).strip(), action, is_finish(action))
+    return Parsed(" ".join(thought).strip(), action, is_finish(action), raw)
 
 
 def normalize(action: str) -> str:

@@ -79,3 +79,52 @@ def budget_curve(df: pd.DataFrame, cost: str, by: str | None = None, success: st
         for b in budgets:
             rows.append({**({by: name} if by else {}), "budget": b, "solved_share": (solved <= b).sum() / len(g)})
     return pd.DataFrame(rows)
+
+
+def bootstrap_difference(a, b, stat=np.median, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) -> dict:
+    """stat(b) − stat(a) of two independent samples, each resampled separately (percentile bootstrap)."""
+    a, b = (np.asarray(x, dtype=float) for x in (a, b))
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    if len(a) == 0 or len(b) == 0:
+        return {"difference": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+    rng = np.random.default_rng(seed)
+    ra = a[rng.integers(0, len(a), size=(n_boot, len(a)))]
+    rb = b[rng.integers(0, len(b), size=(n_boot, len(b)))]
+    d = stat(rb, axis=1) - stat(ra, axis=1)
+    alpha = (1 - ci) / 2
+    return {"difference": float(stat(b) - stat(a)), "ci_low": float(np.quantile(d, alpha)),
+            "ci_high": float(np.quantile(d, 1 - alpha))}
+
+
+def spearman_ci(x, y, n_boot: int = 10_000, ci: float = 0.95, seed: int = 0) -> dict:
+    """Spearman's rank correlation with a percentile-bootstrap interval over the (x, y) pairs."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    rank = lambda v: pd.DataFrame(v).rank(axis=1).to_numpy() if v.ndim == 2 else pd.Series(v).rank().to_numpy()  # noqa: E731
+
+    def rho(a, b):
+        a, b = rank(a), rank(b)
+        a = a - a.mean(axis=-1, keepdims=True)
+        b = b - b.mean(axis=-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (a * b).sum(axis=-1) / np.sqrt((a * a).sum(axis=-1) * (b * b).sum(axis=-1))
+
+    if len(x) < 3:
+        return {"rho": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": len(x)}
+    idx = np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))
+    boots = rho(x[idx], y[idx])
+    boots = boots[~np.isnan(boots)]
+    alpha = (1 - ci) / 2
+    return {"rho": float(rho(x, y)), "ci_low": float(np.quantile(boots, alpha)) if len(boots) else np.nan,
+            "ci_high": float(np.quantile(boots, 1 - alpha)) if len(boots) else np.nan, "n": len(x)}
+
+
+def verdict(ci_low: float, ci_high: float, expected_sign: int) -> str:
+    """'supported' when the interval excludes zero in the expected direction, 'contradicted' when it excludes
+    zero in the other, 'not resolved' otherwise."""
+    if np.isnan(ci_low) or np.isnan(ci_high):
+        return "not resolved"
+    if expected_sign * ci_low > 0 and expected_sign * ci_high > 0:
+        return "supported"
+    if expected_sign * ci_low < 0 and expected_sign * ci_high < 0:
+        return "contradicted"
+    return "not resolved"

@@ -1,13 +1,14 @@
-"""Benchmarks behind one Env protocol: ScienceWorld and TextWorldExpress (offline, Java)."""
+"""Benchmarks behind one Env protocol: ScienceWorld and TextWorldExpress (offline, Java), τ²-bench."""
 from __future__ import annotations
 
 from .base import SPLITS, Env, EnvError, StepResult, Task, TaskIdError, parse_task_id
 from .catalogue import catalogue, gold_lengths, split_table, with_difficulty
 from .jvm import JAVA_MISSING, require_java
 from .scienceworld import ScienceWorld
+from .tau2 import Tau2Bench
 from .textworld_express import TextWorldExpress
 
-ENVS = {"sciworld": ScienceWorld, "twx": TextWorldExpress}
+ENVS = {"sciworld": ScienceWorld, "twx": TextWorldExpress, "tau2": Tau2Bench}
 
 
 def make_env(name: str, **options) -> Env:
@@ -23,4 +24,4 @@ def env_for_task(task_id: str, **options) -> Env:
 
 __all__ = ["SPLITS", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
            "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
-           "TextWorldExpress", "ENVS", "make_env", "env_for_task"]
+           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "env_for_task"]

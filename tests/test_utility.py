@@ -1,0 +1,162 @@
+"""Skill utility and transfer density on hand-computed cases (the first paper, §6)."""
+from math import comb
+
+import numpy as np
+import pytest
+
+from skillbook.analysis.transfer import bin_of, reuse_frequency, reuse_matrix, transfer_density
+from skillbook.analysis.utility import (abstractness, bucket_success, specificity, specificity_sampled,
+                                        split_at_median, success_slope, utility)
+from skillbook.records import Episode
+
+
+def tasks(n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    v = rng.normal(size=(n, 8))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return v @ v.T
+
+
+def test_uniform_similarities_give_abstractness_one():
+    assert abstractness(np.full(7, 0.42)) == pytest.approx(1.0)
+    assert abstractness(np.zeros(100), tau=0.5) == pytest.approx(1.0)
+
+
+def test_one_hot_similarities_give_abstractness_one_over_n():
+    c = np.zeros(20)
+    c[3] = 1.0                        # softmax(c / 0.1) puts e^10 / (e^10 + 19) ≈ 0.999 on one task
+    assert abstractness(c) == pytest.approx(1 / 20, rel=0.02)
+    assert abstractness(c) > 1 / 20   # never below the one-task floor
+
+
+def test_abstractness_hand_computed_two_tasks():
+    # softmax([0, ln 3 · τ] / τ) = [1/4, 3/4]; H = -(1/4 ln 1/4 + 3/4 ln 3/4)
+    tau = 0.1
+    c = np.array([0.0, np.log(3) * tau])
+    h = -(0.25 * np.log(0.25) + 0.75 * np.log(0.75))
+    assert abstractness(c, tau) == pytest.approx(np.exp(h) / 2)
+
+
+def test_skill_closer_to_its_best_task_than_any_task_pair_has_specificity_one():
+    t = tasks()
+    off = t[~np.eye(6, dtype=bool)]
+    c = np.full(6, -0.5)
+    c[2] = off.max() + 0.01
+    assert specificity(c, t) == 1.0
+
+
+def test_specificity_counts_ordered_pairs_exactly():
+    t = np.array([[1.0, 0.2, 0.5],
+                  [0.2, 1.0, 0.8],
+                  [0.5, 0.8, 1.0]])   # ordered pairs: 0.2, 0.2, 0.5, 0.5, 0.8, 0.8
+    assert specificity(np.array([0.1, 0.3, 0.0]), t) == pytest.approx(2 / 6)   # max 0.3 ≥ 0.2 only
+    assert specificity(np.array([0.5, 0.0, 0.0]), t) == pytest.approx(4 / 6)   # ties count (≥)
+    assert specificity(np.array([0.0, 0.0, 0.1]), t) == 0.0
+
+
+def test_utility_is_the_product_and_vectorised_rows_match():
+    t = tasks(10, seed=1)
+    rng = np.random.default_rng(2)
+    c = rng.uniform(-0.2, 0.9, size=(5, 10))
+    u = utility(c, t)
+    assert u.shape == (5,)
+    for row, value in zip(c, u):
+        assert value == pytest.approx(specificity(row, t) * abstractness(row))
+    assert isinstance(utility(c[0], t), float)
+
+
+def test_sampled_specificity_approximates_exact():
+    t = tasks(40, seed=3)
+    c = np.random.default_rng(4).uniform(-0.3, 0.8, size=40)
+    assert specificity_sampled(c, t, n_pairs=200_000, seed=0) == pytest.approx(specificity(c, t), abs=0.01)
+
+
+def test_bad_shapes_are_named():
+    with pytest.raises(ValueError, match="4×4"):
+        specificity(np.zeros(4), np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="tau"):
+        abstractness(np.zeros(3), tau=0)
+
+
+def test_transfer_density_full_and_empty_triangles():
+    n = 7
+    assert transfer_density(np.triu(np.ones((n, n), bool), k=1)) == 1.0
+    assert transfer_density(np.zeros((n, n), bool)) == 0.0
+    # the diagonal and lower triangle are not transfer to a later bin
+    assert transfer_density(np.tril(np.ones((n, n), bool))) == 0.0
+    r = np.zeros((5, 5), bool)
+    r[0, 3] = r[1, 2] = True
+    assert transfer_density(r) == pytest.approx(2 / comb(5, 2))
+    with pytest.raises(ValueError, match="square"):
+        transfer_density(np.zeros((3, 4)))
+
+
+def ep(position, written=(), retrieved=(), success=False):
+    return Episode(task_id=f"twx/coin/test/{position}", env="twx", task_type="coin", split="test", agent="subtask",
+                   memory="text", position=position, written=list(written), retrieved=list(retrieved), success=success)
+
+
+def test_reuse_matrix_from_records():
+    episodes = [ep(0, written=["a"]), ep(1, written=["b"], retrieved=["a"]), ep(2, retrieved=["a", "b", "a"]),
+                ep(3, written=["a"], retrieved=["a"]),      # a merge re-writes "a": its birth stays at 0
+                ep(4, retrieved=["zz"])]                     # a skill never written in this stream is no transfer
+    r = reuse_matrix(episodes)
+    assert r.shape == (5, 5)                                 # 5 tasks: fewer bins than the default 50
+    assert {tuple(ij) for ij in np.argwhere(r)} == {(0, 1), (0, 2), (1, 2), (0, 3)}
+    assert transfer_density(r) == pytest.approx(4 / 10)
+    r2 = reuse_matrix(episodes, n_bins=2)                    # positions 0-2 → bin 0, 3-4 → bin 1
+    assert r2.tolist() == [[False, True], [False, False]]
+    freq = reuse_frequency(episodes).set_index("skill_id")["later_tasks"]
+    assert freq.to_dict() == {"a": 3, "b": 1}
+    assert [bin_of(p, 100, 50) for p in (0, 1, 2, 99)] == [0, 0, 1, 49]
+
+
+def test_split_at_median_keeps_the_median_skill_high():
+    import pandas as pd
+    from skillbook.skills.library import SkillLibrary
+    from skillbook.skills.record import Skill
+
+    lib = SkillLibrary()   # nothing is embedded: adding and filtering only copy records
+    for i in range(5):
+        lib.add(Skill(id=f"s{i}", description=f"d{i}", body="", format="text"))
+    scores = pd.DataFrame({"skill_id": [f"s{i}" for i in range(5)], "utility": [0.1, 0.5, 0.3, 0.3, 0.9]})
+    high, low = split_at_median(lib, scores)
+    assert set(high.skills) == {"s4", "s1", "s2"} and set(low.skills) == {"s3", "s0"}
+
+
+def test_buckets_and_slope_see_a_planted_trend():
+    import pandas as pd
+    rng = np.random.default_rng(0)
+    u = rng.uniform(0, 1, 300)
+    df = pd.DataFrame({"utility": u, "success": (rng.uniform(0, 1, 300) < u).astype(float)})
+    b = bucket_success(df, "utility", n_buckets=3)
+    assert b["n"].sum() == 300 and b["success"].is_monotonic_increasing
+    s = success_slope(df, "utility")
+    assert s["ci_low"] > 0
+    flat = success_slope(df.assign(success=(rng.uniform(0, 1, 300) < 0.5).astype(float)), "utility")
+    assert flat["ci_low"] < 0 < flat["ci_high"]
+
+
+def test_task_texts_append_the_first_observation_and_name_valid_kinds():
+    from skillbook.experiment import task_texts
+    with pytest.raises(ValueError, match="instruction, instruction\\+observation, observation\\+instruction"):
+        task_texts(["twx/simonsays/test/0"], kind="goal")
+    ids = ["twx/twc/test/0", "twx/twc/test/1"]
+    opts = {"twx": {"game_params": {"twc": "numLocations=1,numItemsToPutAway=1,includeDoors=0,limitInventorySize=0"}}}
+    plain = task_texts(ids, opts, kind="instruction")
+    full = task_texts(ids, opts)
+    assert plain[ids[0]] == plain[ids[1]]                     # one instruction sentence per game
+    assert full[ids[0]] != full[ids[1]] and all(full[t].startswith(plain[t] + "\n") for t in ids)
+
+
+def test_slope_within_task_types_removes_a_confound():
+    import pandas as pd
+    # the score only tells the easy type (high score, always solved) from the hard one (low score, never)
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"task_type": ["easy"] * 50 + ["hard"] * 50,
+                       "utility": np.r_[rng.uniform(0.6, 1, 50), rng.uniform(0, 0.4, 50)],
+                       "success": [1.0] * 25 + [0.0] * 25 + [1.0] * 5 + [0.0] * 45})
+    df["success"] = rng.permutation(df["success"][:50]).tolist() + rng.permutation(df["success"][50:]).tolist()
+    assert success_slope(df, "utility")["ci_low"] > 0
+    within = success_slope(df, "utility", within="task_type")
+    assert within["within"] == "task_type" and within["ci_low"] < 0 < within["ci_high"]
