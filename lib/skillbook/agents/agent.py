@@ -21,7 +21,6 @@ from ..envs.base import Env, EnvError, Task
 from ..llm import LLM, Completion, LLMError
 from ..memory import MemoryPolicy, NoMemory
 from ..records import Call, Episode, Step, SubTrajectory
-from ..skills import render_skills
 from .parsing import match_action, parse_reply, suggestions
 from .prompts import render, template
 
@@ -134,7 +133,7 @@ class Agent:
         if cfg.level == "subtask":
             subtask = f"Progress so far: {summary or 'nothing yet'}\nYour current subtask: {sub.description}\n"
         valid = env.valid_actions()
-        skill_text = render_skills(skills)
+        skill_text = self.memory.render(skills)
         if any(sk.format == "code" for sk in skills):
             skill_text += "\nTo run a code skill as one action, write: Action: call <name>(<arguments>)\n"
         first = render("executor_first", skills=_block(skill_text), example=_block(example),

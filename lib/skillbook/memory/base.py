@@ -38,6 +38,11 @@ class MemoryPolicy:
     def retrieve(self, query: str, context: dict) -> list[Skill]:
         return []
 
+    def render(self, skills: list[Skill]) -> str:
+        """The prompt block for retrieved skills (a policy with structured skills overrides it)."""
+        from ..skills import render_skills
+        return render_skills(skills)
+
     def write(self, trajectory: dict, context: dict) -> list[Skill]:
         return []
 

@@ -19,7 +19,7 @@ SOURCES = ("all", "success", "failure")
 class InducedMemory(MemoryPolicy):
     def __init__(self, llm, format: str = "text", prompt_level: str = "L3", k: int = 5, threshold: float = 0.3,
                  source: str = "all", library: SkillLibrary | None = None, frozen: bool = False,
-                 min_steps: int = 1):
+                 min_steps: int = 1, show: bool = True):
         if format not in FORMATS:
             raise ValueError(f"unknown skill format {format!r}; valid: {', '.join(FORMATS)}")
         if source not in SOURCES:
@@ -27,10 +27,14 @@ class InducedMemory(MemoryPolicy):
         self.llm, self.format, self.prompt_level = llm, format, prompt_level
         self.k, self.threshold, self.source, self.frozen, self.min_steps = k, threshold, source, frozen, min_steps
         self.library = library if library is not None else SkillLibrary()
-        self.name = f"{format}" + ("" if source == "all" else f"-{source}") + ("-frozen" if frozen else "")
+        self.show = show   # False: induce but never show skills (Assay's bare upstream agent)
+        self.name = (f"{format}" + ("" if source == "all" else f"-{source}") + ("-frozen" if frozen else "")
+                     + ("" if show else "-bare"))
         self.failures: list[dict] = []   # replies that were not usable skills
 
     def retrieve(self, query: str, context: dict) -> list[Skill]:
+        if not self.show:
+            return []
         hits = self.library.search(query, k=self.k, threshold=self.threshold)
         for skill, sim in hits:
             skill.stats["retrievals"] = skill.stats.get("retrievals", 0) + 1
