@@ -117,12 +117,13 @@ def distil(teacher: Teacher, episodes: list, n_specific: int = 3, n_general: int
                                      ("title", "principle", "when_to_apply"))[:n_specific]):
             bank.add(bank_skill(f"{_prefix(cat)}_{i + 1:03d}", v["title"], v["principle"], v["when_to_apply"],
                                 category=cat, source=[e.task_id for e in wins]))
-    wins = [e for eps in by_cat.values() for e in eps if e.success][:per_prompt]
-    losses = [e for eps in by_cat.values() for e in eps if not e.success][:per_prompt]
+    # one success and one failure per category at most, so the prompt stays short enough for a small teacher
+    wins = [next(e for e in eps if e.success) for eps in by_cat.values() if any(e.success for e in eps)][:per_prompt]
+    losses = [next(e for e in eps if not e.success) for eps in by_cat.values() if any(not e.success for e in eps)][:per_prompt]
     if wins or losses:
         prompt = _t("skillrl_general").format(
-            n=n_general, successes="\n\n".join(render_run(e, last_steps) for e in wins) or "(none)",
-            failures="\n\n".join(render_run(e, last_steps) for e in losses) or "(none)")
+            n=n_general, successes="\n\n".join(render_run(e, 6) for e in wins) or "(none)",
+            failures="\n\n".join(render_run(e, 6) for e in losses) or "(none)")
         for i, v in enumerate(_items(teacher.ask(prompt, list, "general skills"),
                                      ("title", "principle", "when_to_apply"))[:n_general]):
             bank.add(bank_skill(f"gen_{i + 1:03d}", v["title"], v["principle"], v["when_to_apply"],
