@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .agents import AgentConfig
+from .agents.parsing import parse_json
 from .analysis.attribution import attribution_matrix, global_score, heterogeneity, sample_masks
 from .experiment import load_condition, run_condition
 from .io import atomic_write_json
@@ -183,14 +183,8 @@ def split_skill(llm, skill: Skill, c_row: np.ndarray, dev_texts: list[str], new_
 
 def parse_variants(text: str) -> list[dict] | None:
     """The two {description, body} objects of a split reply, or None."""
-    m = re.search(r"\[.*\]", text or "", re.S)
-    if not m:
-        return None
-    try:
-        obj = json.loads(m.group(0))
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(obj, list) or len(obj) != 2:
+    obj = parse_json(text, list)
+    if obj is None or len(obj) != 2:
         return None
     out = []
     for v in obj:
@@ -356,12 +350,10 @@ def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env:
     """The whole pipeline on one benchmark: tasks = {"train": [...], "dev": [...], "test": [...]}.
 
     Every stage resumes from its records. The agent on dev and test tasks is the task-level agent."""
-    from .experiment import task_texts
+    from .experiment import require_splits, task_texts
     settings.validate()
     run_dir = Path(run_dir)
-    missing = [k for k in ("train", "dev", "test") if not tasks.get(k)]
-    if missing:
-        raise ValueError(f"run_assay needs train, dev and test tasks; missing: {missing}")
+    require_splits(tasks, ("train", "dev", "test"), "run_assay")
     library = upstream_library(run_dir, llm, tasks["train"], agent, env, env_options, gold_lengths)
     config = AgentConfig(level="task", **agent)
     attribution = mask_trials(run_dir, llm, library, tasks["dev"], config, settings, seed, env_options, workers)

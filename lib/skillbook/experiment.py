@@ -112,9 +112,24 @@ def task_texts(task_ids: list[str], env_options: dict | None = None, kind: str =
     return out
 
 
+def require_splits(tasks: dict[str, list[str]], needed: tuple[str, ...], who: str) -> None:
+    """Fail before any model call when a pipeline is missing one of the task sets it needs."""
+    missing = [k for k in needed if not tasks.get(k)]
+    if missing:
+        raise ValueError(f"{who} needs {', '.join(needed)} tasks; missing: {missing}")
+
+
+def collect(run_dir: Path, llm, task_ids: list[str], config: AgentConfig, env_options: dict | None = None,
+            workers: int = 1) -> list:
+    """The base agent (no memory) on `task_ids`, recorded under `run_dir` (resumable); its episodes."""
+    run_condition(run_dir, llm, task_ids, config, NoMemory, env_options=env_options, workers=workers,
+                  desc="collect (base agent)")
+    return load_episodes(run_dir)
+
+
 def load_condition(run_dir: Path):
     eps = load_episodes(run_dir)
     return eps, episodes_frame(eps)
 
 
-__all__ = ["parse_task_types", "sample_tasks", "task_frame", "run_condition", "load_condition", "task_texts", "TASK_TEXTS", "MemoryPolicy"]
+__all__ = ["parse_task_types", "sample_tasks", "task_frame", "run_condition", "load_condition", "task_texts", "TASK_TEXTS", "require_splits", "collect", "MemoryPolicy"]

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .agents.parsing import parse_json
+
 NEUTRAL = "look around"
 KINDS = ("window", "step", "dependency")
 
@@ -140,14 +142,13 @@ Estimate the probability that each run completes the task. Reply with JSON only:
 def parse_probabilities(text: str) -> tuple[float, float] | None:
     """(p_a, p_b) from a judge reply: JSON if present, else the first two numbers in [0, 1]; None if unusable."""
     text = text or ""
-    m = re.search(r"\{[^{}]*\}", text, re.S)
-    if m:
+    obj = parse_json(text, dict)
+    if obj is not None:
         try:
-            obj = json.loads(m.group(0))
             a, b = float(obj.get("p_a")), float(obj.get("p_b"))
             if 0 <= a <= 1 and 0 <= b <= 1:
                 return a, b
-        except (TypeError, ValueError, json.JSONDecodeError):
+        except (TypeError, ValueError):
             pass
     nums = [float(x) for x in re.findall(r"(?<![\d.])\d*\.?\d+", text)]
     nums = [x for x in nums if 0 <= x <= 1]
@@ -225,12 +226,8 @@ def _fstring(template: str) -> str:
 def parse_macro(text: str) -> Macro | None:
     """A well-formed macro from the model's reply: identifier name, inputs that are identifiers, and steps
     whose placeholders are all inputs; None otherwise."""
-    m = re.search(r"\{.*\}", text or "", re.S)
-    if not m:
-        return None
-    try:
-        obj = json.loads(m.group(0))
-    except json.JSONDecodeError:
+    obj = parse_json(text, dict)
+    if obj is None:
         return None
     try:
         name = str(obj["name"]).strip().lower()
@@ -408,21 +405,16 @@ def run_skillc(run_dir, llm, tasks: dict[str, list[str]], agent: dict, settings:
 
     from .agents import AgentConfig
     from .envs import make_env, parse_task_id
-    from .experiment import load_condition, run_condition
+    from .experiment import collect, load_condition, require_splits, run_condition
     from .io import atomic_write_json
     from .memory import InducedMemory, NoMemory
-    from .runner import load_episodes
     from .skills.library import SkillLibrary
 
     settings.validate()
-    missing = [k for k in ("train", "test") if not tasks.get(k)]
-    if missing:
-        raise ValueError(f"run_skillc needs train and test tasks; missing: {missing}")
+    require_splits(tasks, ("train", "test"), "run_skillc")
     run_dir = Path(run_dir)
     config = AgentConfig(level="task", **agent)
-    run_condition(run_dir / "collect", llm, tasks["train"], config, NoMemory, env_options=env_options,
-                  workers=workers, desc="collect (base agent)")
-    train = load_episodes(run_dir / "collect")
+    train = collect(run_dir / "collect", llm, tasks["train"], config, env_options, workers)
     name = parse_task_id(tasks["train"][0])[0]
     env = make_env(name, **(env_options or {}).get(name, {}))
     try:
@@ -440,7 +432,7 @@ def run_skillc(run_dir, llm, tasks: dict[str, list[str]], agent: dict, settings:
     if text_library is not None:
         memories["subtask-text"] = (lambda: InducedMemory(llm, "text", library=text_library, frozen=True,
                                                           k=settings.k, threshold=settings.threshold), False)
-    memories["credit"] = (lambda: CreditMemoryFactory(library, settings), True)
+    memories["credit"] = (lambda: credit_memory(library, settings), True)
     frames = []
     for cond, (make, stream) in memories.items():
         d = run_dir / "test" / cond
@@ -450,7 +442,8 @@ def run_skillc(run_dir, llm, tasks: dict[str, list[str]], agent: dict, settings:
     return SkillCRun(credits, library, log, pd.concat(frames, ignore_index=True), train)
 
 
-def CreditMemoryFactory(library, settings: SkillCSettings):  # noqa: N802 — reads as the class it builds
+def credit_memory(library, settings: SkillCSettings):
+    """A CreditMemory over a copy of the macro library (its usage statistics change as the stream runs)."""
     from .memory import CreditMemory
     return CreditMemory(library.filtered(lambda s: True), k=settings.k, threshold=settings.threshold,
                         rerank=settings.rerank)

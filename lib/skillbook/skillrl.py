@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .agents.parsing import parse_json
 from .io import atomic_write_json
 from .skills.bank import bank_from_json, bank_skill, bank_to_json, kind, mistake
 from .skills.library import SkillLibrary
@@ -37,20 +38,6 @@ def _t(name: str) -> str:
 
 
 # -- teacher replies ----------------------------------------------------------------------------------
-def parse_json(text: str, expect: type):
-    """The first JSON value of type `expect` (list or dict) in a reply, or None."""
-    text = text or ""
-    opener = "[" if expect is list else "{"
-    for start in [m.start() for m in re.finditer(re.escape(opener), text)]:
-        try:
-            value, _ = json.JSONDecoder().raw_decode(text[start:])
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, expect):
-            return value
-    return None
-
-
 @dataclass
 class Teacher:
     """A model that writes JSON; every failure to do so is recorded in `errors`."""
@@ -234,7 +221,7 @@ def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], ag
     """Collect → distil → validate and evolve `rounds` times → the test conditions. Every stage resumes:
     runs from their records, banks from `bank/roundN.json`."""
     from .agents import AgentConfig
-    from .experiment import run_condition
+    from .experiment import collect, require_splits, run_condition
     from .memory import NoMemory
     from .memory.skillbank import RawTrajectoryMemory, SkillBankMemory
     from .runner import load_episodes
@@ -242,14 +229,10 @@ def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], ag
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
         raise ValueError(f"unknown SkillRL condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
-    missing = [k for k in ("train", "dev", "test") if not tasks.get(k)]
-    if missing:
-        raise ValueError(f"run_skillrl needs train, dev and test tasks; missing: {missing}")
+    require_splits(tasks, ("train", "dev", "test"), "run_skillrl")
     run_dir = Path(run_dir)
     config = AgentConfig(level="task", **agent)
-    run_condition(run_dir / "collect", llm, tasks["train"], config, NoMemory, env_options=env_options,
-                  workers=workers, desc="collect (base agent)")
-    train = load_episodes(run_dir / "collect")
+    train = collect(run_dir / "collect", llm, tasks["train"], config, env_options, workers)
     teacher = Teacher(teacher_llm)
     path = run_dir / "bank" / "round0.json"
     if path.exists():

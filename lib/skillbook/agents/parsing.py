@@ -82,6 +82,20 @@ def parse_reply(text: str) -> Parsed:
     return Parsed(" ".join(thought).strip(), action, is_finish(action), raw)
 
 
+def parse_json(text: str, expect: type):
+    """The first JSON value of type `expect` (list or dict) in a reply, or None."""
+    text = text or ""
+    opener = "[" if expect is list else "{"
+    for start in [m.start() for m in re.finditer(re.escape(opener), text)]:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text[start:])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, expect):
+            return value
+    return None
+
+
 def normalize(action: str) -> str:
     a = action.lower().strip()
     a = re.sub(r"[^\w\s\-']", " ", a)

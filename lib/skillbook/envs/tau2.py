@@ -46,7 +46,10 @@ def _tau2():
             from tau2.registry import registry
             from tau2.user.user_simulator import UserSimulator
             from tau2.utils.llm_utils import to_litellm_messages
-            _loaded.update(locals())
+            _loaded.update(AssistantMessage=AssistantMessage, ToolCall=ToolCall, UserMessage=UserMessage,
+                           SimulationRun=SimulationRun, TerminationReason=TerminationReason,
+                           EvaluationType=EvaluationType, evaluate_simulation=evaluate_simulation,
+                           registry=registry, UserSimulator=UserSimulator, to_litellm_messages=to_litellm_messages)
     return _loaded
 
 
@@ -81,6 +84,7 @@ class Tau2Bench:
 
     def _reset_state(self):
         self._env = self._user = self._ustate = self._native = None
+        self._tools: dict = {}
         self._messages: list = []
         self._calls = 0
         self._done = False
@@ -178,7 +182,7 @@ class Tau2Bench:
         """('tool', name, arguments) | ('respond', text) | None, from what the agent wrote."""
         action = (action or "").strip()
         m = _TOOL_CALL.match(action)
-        if m and m.group(1) in self._tools_or_all():
+        if m and m.group(1) in self._tools:
             body = m.group(2).strip()
             try:
                 args = json.loads(body) if body else {}
@@ -189,9 +193,6 @@ class Tau2Bench:
         if m and m.group(1).strip():
             return ("respond", m.group(1).strip().strip('"'))
         return None
-
-    def _tools_or_all(self):
-        return self._tools if self._env is not None else {}
 
     def match_action(self, action: str, valid: list[str] | None = None) -> str | None:
         """The canonical form of a parsable action, or None (the agent loop then says what is wrong)."""
