@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from skillbook.book import ProfileError, execute, load_profile, profiles, project_root, toc_chapters
+from skillbook.book import ProfileError, declared_parameters, execute, load_profile, profiles, project_root, toc_chapters
 
 ROOT = project_root()
 SOURCES = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -27,6 +27,10 @@ def test_chapter_sources_are_clean_and_parameterised(path):
     for name in ("backend", "seed", "profile", "runs_root"):
         assert re.search(rf"^{name}\s*=", params, re.M), f"parameter {name!r} missing"
     assert any("lab.finish()" in c.source for c in code), "a chapter ends by stating model, cache hits and wall time"
+    # papermill's own parser skips a line with two '=' and then warns "unknown parameter" for it
+    from papermill.translators import PythonTranslator
+    seen = {p.name for p in PythonTranslator.inspect(code[0])}
+    assert seen == set(declared_parameters(path)), f"papermill cannot read {set(declared_parameters(path)) - seen}"
 
 
 def test_profiles_exist_and_unknown_ones_are_named():
@@ -51,6 +55,7 @@ def test_chapter_executes_under_the_smoke_profile(chapter, smoke_run):
     nb = nbformat.read(outputs[chapter], as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    assert nb.metadata.papermill.input_path == f"chapters/{chapter}.ipynb"  # no machine's path in a committed run
     summary_path, = tmp_path.rglob(f"summary-{chapter}.json")
     summary = json.loads(summary_path.read_text())
     assert summary["backend"] == load_profile("smoke")["backend"]

@@ -51,3 +51,15 @@ def test_env_rejects_unknown_types_ranges_and_foreign_ids():
     finally:
         sw.close()
         tw.close()
+
+
+def test_twx_game_params_as_a_mapping_are_the_benchmark_string():
+    from skillbook.envs.textworld_express import TextWorldExpress
+    as_text = TextWorldExpress(game_params={"twc": "numLocations=1,includeDoors=0"})
+    as_map = TextWorldExpress(game_params={"twc": {"numLocations": 1, "includeDoors": 0}})
+    assert as_map.game_params == {"twc": "numLocations=1,includeDoors=0"}
+    assert as_map._config_tag() == as_text._config_tag()  # records made with either form stay resumable
+    with pytest.raises(ValueError, match="plain names"):
+        TextWorldExpress(game_params={"twc": {"numLocations": "1,includeDoors=1"}})
+    with pytest.raises(ValueError, match="a mapping"):
+        TextWorldExpress(game_params={"twc": ["numLocations=1"]})

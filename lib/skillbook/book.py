@@ -126,10 +126,24 @@ def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None,
         print(f"[skillbook] executing {name} (profile {profile}) -> {target}", flush=True)
         pm.execute_notebook(str(source), str(target), parameters=p, kernel_name="python3",
                             cwd=str(root / "chapters"), progress_bar=False, log_output=False)
+        relative_paths(target, root)
         print(f"[skillbook] {name}: {time.time() - t0:.0f} s", flush=True)
         done.append(target)
     return done
 
+
+
+def relative_paths(notebook: Path, root: Path) -> None:
+    """papermill records absolute input and output paths; a committed notebook names them from the project root."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    meta = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        path = Path(meta.get(key) or "")
+        if path.is_absolute() and path.is_relative_to(root):
+            meta[key] = path.relative_to(root).as_posix()
+    nbformat.write(nb, notebook)
 
 # -- assets and building ---------------------------------------------------------------------------
 NPM_PACKAGES = ["mathjax@3.2.2", "requirejs@2.3.7", "@jupyter-widgets/html-manager@1.0.15"]

@@ -9,21 +9,33 @@ from .jvm import JavaEnv
 GAMES = ("cookingworld", "twc", "coin", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
 
 
+def _param_string(game: str, params) -> str:
+    """TextWorldExpress's 'key=value,...' string; a mapping is joined in its order."""
+    if isinstance(params, str):
+        return params
+    if not isinstance(params, dict):
+        raise ValueError(f"game_params[{game!r}]: a 'key=value,...' string or a mapping, not {type(params).__name__}")
+    bad = [k for k, v in params.items() if not isinstance(v, (int, str)) or any(c in f"{k}{v}" for c in ",= ")]
+    if bad:
+        raise ValueError(f"game_params[{game!r}]: keys {bad} need plain names and int or word values")
+    return ",".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in params.items())
+
+
 class TextWorldExpress(JavaEnv):
     """Adapter over `textworld_express.TextWorldExpressEnv`; task index i = i-th seed of the official fold.
 
-    `game_params` maps a game to its TextWorldExpress parameter string (e.g.
-    {'cookingworld': 'numLocations=1,numIngredients=2,numDistractorItems=0,includeDoors=0'});
-    games not named use the benchmark's defaults.
+    `game_params` maps a game to its TextWorldExpress parameters, as the benchmark's string
+    ('numLocations=1,numIngredients=2') or as a mapping ({'numLocations': 1, 'numIngredients': 2}, the
+    form a papermill parameters cell can declare); games not named use the benchmark's defaults.
     """
 
     name = "twx"
     _TASK_TYPES = GAMES
     _PACKAGE = "textworld-express"
 
-    def __init__(self, step_limit: int = 1000, game_params: dict[str, str] | None = None):
+    def __init__(self, step_limit: int = 1000, game_params: dict[str, str | dict] | None = None):
         super().__init__(step_limit)
-        self.game_params = dict(game_params or {})
+        self.game_params = {g: _param_string(g, p) for g, p in (game_params or {}).items()}
         unknown = set(self.game_params) - set(GAMES)
         if unknown:
             raise TaskIdError(f"game_params for unknown games {sorted(unknown)}; valid: {', '.join(GAMES)}")
