@@ -119,3 +119,7 @@ def test_live_minutes_counts_overlapping_sessions_once():
                       "elapsed_s": [600, 600, 5], "episodes_run": [3, 2, 0]})
     assert live_minutes(s) == pytest.approx(15.0)  # 10:00 → 10:15; the replay at 11:00 ran nothing
     assert live_minutes(s.iloc[2:]) == 0.0
+    # a resume in another execution adds its own span, not the hours since the first
+    later = pd.DataFrame({"started": ["2026-01-01T18:00:00"], "elapsed_s": [120], "episodes_run": [1],
+                          "execution": ["p2"]})
+    assert live_minutes(pd.concat([s, later], ignore_index=True)) == pytest.approx(17.0)

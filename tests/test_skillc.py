@@ -65,6 +65,16 @@ def test_macro_expansion_issues_exactly_the_templates_commands():
     assert issued == m.commands("red apple", "fridge") == ["take red apple", "open fridge", "put red apple in fridge"]
 
 
+def test_a_macro_is_kept_only_if_it_reproduces_its_window():
+    m = Macro("stash", "d", ["obj", "box"], "", ["take {obj}", "open {box}", "put {obj} in {box}"])
+    assert m.binding(["take Red Apple", "open fridge", "put red apple in fridge"]) == {"obj": "red apple", "box": "fridge"}
+    assert m.binding(["take red apple", "open fridge", "put pear in fridge"]) is None  # one input, two values
+    assert m.binding(["take red apple", "open fridge"]) is None                          # a step lost
+    invented = Macro("x", "d", ["grape"], "", ["take grape", "replace grape with {grape}"])
+    assert invented.binding(["take grape", "take peach"]) is None                        # a made-up action
+    assert Macro("x", "d", [], "", ["take banana", "slice banana"]).binding(["take banana", "slice banana"]) == {}
+
+
 def test_malformed_macro_replies_are_refused():
     assert parse_macro("no json") is None
     assert parse_macro('{"name": "Bad Name", "description": "d", "inputs": [], "steps": ["look"]}') is None

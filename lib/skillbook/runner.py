@@ -12,6 +12,7 @@ was in flight is re-run, its model calls answered by the response cache).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -136,15 +137,22 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
 def _fingerprint(agent: Agent, env_options: dict | None) -> dict:
     """What must not change between a run and its resumption: agent config, model, seed, memory, envs."""
     from dataclasses import asdict
+
+    from .envs import canonical_options
+    envs = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
     return json.loads(json.dumps({"agent": asdict(agent.config), "backend": agent.llm.backend, "seed": agent.llm.seed,
-                                  "memory": agent.memory.name, "env_options": env_options or {}}, sort_keys=True))
+                                  "memory": agent.memory.name, "env_options": envs}, sort_keys=True))
+
+
+# Names this process in sessions.jsonl, so live time is measured per execution (see live_minutes).
+EXECUTION = f"{os.getpid()}-{time.time_ns()}"
 
 
 def _log_session(run_dir: Path, started: str, elapsed: float, workers: int, streams: dict, done_before: int) -> None:
     """Append how long this invocation took and how many episodes it ran (a resumed or replayed run adds a line)."""
     total = sum(len(_load(run_dir, s)["episodes"]) for s in streams)
     line = {"started": started, "elapsed_s": round(elapsed, 1), "workers": workers,
-            "episodes_run": total - done_before, "episodes_total": total}
+            "episodes_run": total - done_before, "episodes_total": total, "execution": EXECUTION}
     with open(run_dir / "sessions.jsonl", "a") as f:
         f.write(json.dumps(line) + "\n")
 
@@ -156,13 +164,18 @@ def run_sessions(run_dir: str | Path) -> pd.DataFrame:
 
 
 def live_minutes(sessions: pd.DataFrame) -> float:
-    """Wall-clock minutes from the first to the last invocation that ran episodes (overlaps counted once)."""
+    """Wall-clock minutes that ran episodes: per execution (one process, e.g. one papermill run of a
+    chapter), from its first to its last invocation that ran episodes — so the work between stages
+    counts and overlaps count once —, summed over executions (a later resume adds its own span, not
+    the hours in between). Sessions recorded before executions were named count as one execution."""
     live = sessions[sessions["episodes_run"] > 0] if len(sessions) else sessions
     if not len(live):
         return 0.0
     start = pd.to_datetime(live["started"])
     end = start + pd.to_timedelta(live["elapsed_s"], unit="s")
-    return float((end.max() - start.min()).total_seconds() / 60)
+    execution = live["execution"].fillna("") if "execution" in live else pd.Series("", index=live.index)
+    spans = pd.DataFrame({"start": start, "end": end, "execution": execution}).groupby("execution")
+    return float(sum((g.end.max() - g.start.min()).total_seconds() for _, g in spans) / 60)
 
 
 def _load(run_dir: Path, stream: str) -> dict:

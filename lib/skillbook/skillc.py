@@ -207,6 +207,24 @@ class Macro:
         values = dict(zip(self.inputs, map(str, args)))
         return [s.format(**values) for s in self.steps]
 
+    def binding(self, actions: list[str]) -> dict[str, str] | None:
+        """The input values under which the macro's steps are exactly `actions` (case aside), or None.
+        A macro generalises the credited window it was written from; one that cannot reproduce it (a
+        made-up step, a lost step) is not that window's skill."""
+        if len(actions) != len(self.steps):
+            return None
+        bound: dict[str, str] = {}
+        for template, action in zip(self.steps, actions):
+            pieces = re.split(r"\{(\w+)\}", template)   # literal, name, literal, name, ..., literal
+            pattern = "".join("(.+?)" if i % 2 else re.escape(p) for i, p in enumerate(pieces))
+            m = re.fullmatch(pattern, action.strip(), re.IGNORECASE)
+            if m is None:
+                return None
+            for name, value in zip(pieces[1::2], m.groups()):
+                if bound.setdefault(name, value.lower()) != value.lower():
+                    return None
+        return bound
+
     def code(self) -> str:
         """The macro as a code skill: one env.step per template step (run in the skill sandbox)."""
         params = ", ".join(["env", *self.inputs])
@@ -373,6 +391,10 @@ def build_library(llm, credits, episodes, settings: SkillCSettings):
         macro = make_macro(llm, by_task[r.task_id].instruction, list(r.actions))
         if macro is None:
             log.append({"candidate": f"{r.task_id} {r.candidate}", "result": "unusable macro reply"})
+            continue
+        if macro.binding(list(r.actions)) is None:
+            log.append({"candidate": f"{r.task_id} {r.candidate}", "result": "does not reproduce its window",
+                        "macro": macro.name})
             continue
         macro.credit = [float(r[col])]
         what = add_macro(lib, macro_skill(macro, lib.new_id("m"), {"source_task": r.task_id, "candidate": r.candidate}))

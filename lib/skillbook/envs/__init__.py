@@ -18,10 +18,16 @@ def make_env(name: str, **options) -> Env:
     return ENVS[name](**options)
 
 
+def canonical_options(name: str, options: dict) -> dict:
+    """An env's options in one spelling (equal settings compare equal when a run resumes)."""
+    canonical = getattr(ENVS.get(name), "canonical_options", None)
+    return canonical(dict(options)) if canonical else dict(options)
+
+
 def env_for_task(task_id: str, **options) -> Env:
     return make_env(parse_task_id(task_id)[0], **options)
 
 
 __all__ = ["SPLITS", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
            "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
-           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "env_for_task"]
+           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options", "env_for_task"]

@@ -41,6 +41,13 @@ class TextWorldExpress(JavaEnv):
             raise TaskIdError(f"game_params for unknown games {sorted(unknown)}; valid: {', '.join(GAMES)}")
         self._loaded: str | None = None
 
+    @staticmethod
+    def canonical_options(options: dict) -> dict:
+        """game_params in the benchmark's string form, whichever form the caller used."""
+        if options.get("game_params"):
+            options["game_params"] = {g: _param_string(g, p) for g, p in options["game_params"].items()}
+        return options
+
     def _config_tag(self) -> str:
         import hashlib
         return hashlib.sha256(json.dumps(self.game_params, sort_keys=True).encode()).hexdigest()[:10]
