@@ -73,6 +73,10 @@ def test_a_macro_is_kept_only_if_it_reproduces_its_window():
     invented = Macro("x", "d", ["grape"], "", ["take grape", "replace grape with {grape}"])
     assert invented.binding(["take grape", "take peach"]) is None                        # a made-up action
     assert Macro("x", "d", [], "", ["take banana", "slice banana"]).binding(["take banana", "slice banana"]) == {}
+    # a name bound by an earlier step fixes how a later step splits
+    two = Macro("x", "d", ["a", "b"], "", ["take {a}", "put {a} {b}"])
+    assert two.binding(["take red apple", "put red apple in fridge"]) == {"a": "red apple", "b": "in fridge"}
+    assert Macro("x", "d", ["a"], "", ["give {a} to {a}"]).binding(["give x to y"]) is None
 
 
 def test_malformed_macro_replies_are_refused():

@@ -132,7 +132,6 @@ def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None,
     return done
 
 
-
 def relative_paths(notebook: Path, root: Path) -> None:
     """papermill records absolute input and output paths; a committed notebook names them from the project root."""
     import nbformat
@@ -144,6 +143,7 @@ def relative_paths(notebook: Path, root: Path) -> None:
         if path.is_absolute() and path.is_relative_to(root):
             meta[key] = path.relative_to(root).as_posix()
     nbformat.write(nb, notebook)
+
 
 # -- assets and building ---------------------------------------------------------------------------
 NPM_PACKAGES = ["mathjax@3.2.2", "requirejs@2.3.7", "@jupyter-widgets/html-manager@1.0.15"]

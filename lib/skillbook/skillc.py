@@ -215,14 +215,21 @@ class Macro:
             return None
         bound: dict[str, str] = {}
         for template, action in zip(self.steps, actions):
-            pieces = re.split(r"\{(\w+)\}", template)   # literal, name, literal, name, ..., literal
-            pattern = "".join("(.+?)" if i % 2 else re.escape(p) for i, p in enumerate(pieces))
+            pattern, fresh = "", []
+            for i, piece in enumerate(re.split(r"\{(\w+)\}", template)):  # literal, name, literal, ...
+                if i % 2 == 0:
+                    pattern += re.escape(piece)
+                elif piece in bound:            # bound by an earlier step: must be the same text
+                    pattern += re.escape(bound[piece])
+                elif piece in fresh:            # repeated within this step
+                    pattern += f"(?P={piece})"
+                else:
+                    pattern += f"(?P<{piece}>.+?)"
+                    fresh.append(piece)
             m = re.fullmatch(pattern, action.strip(), re.IGNORECASE)
             if m is None:
                 return None
-            for name, value in zip(pieces[1::2], m.groups()):
-                if bound.setdefault(name, value.lower()) != value.lower():
-                    return None
+            bound.update({name: m.group(name).lower() for name in fresh})
         return bound
 
     def code(self) -> str:
