@@ -21,6 +21,10 @@ def _param_string(game: str, params) -> str:
     return ",".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in params.items())
 
 
+def _param_strings(game_params: dict) -> dict[str, str]:
+    return {g: _param_string(g, p) for g, p in game_params.items()}
+
+
 class TextWorldExpress(JavaEnv):
     """Adapter over `textworld_express.TextWorldExpressEnv`; task index i = i-th seed of the official fold.
 
@@ -35,7 +39,7 @@ class TextWorldExpress(JavaEnv):
 
     def __init__(self, step_limit: int = 1000, game_params: dict[str, str | dict] | None = None):
         super().__init__(step_limit)
-        self.game_params = {g: _param_string(g, p) for g, p in (game_params or {}).items()}
+        self.game_params = _param_strings(game_params or {})
         unknown = set(self.game_params) - set(GAMES)
         if unknown:
             raise TaskIdError(f"game_params for unknown games {sorted(unknown)}; valid: {', '.join(GAMES)}")
@@ -45,7 +49,7 @@ class TextWorldExpress(JavaEnv):
     def canonical_options(options: dict) -> dict:
         """game_params in the benchmark's string form, whichever form the caller used."""
         if options.get("game_params"):
-            options["game_params"] = {g: _param_string(g, p) for g, p in options["game_params"].items()}
+            options["game_params"] = _param_strings(options["game_params"])
         return options
 
     def _config_tag(self) -> str:
