@@ -45,11 +45,38 @@ def test_dead_server_is_restarted_once_and_the_call_succeeds(small_llm):
     assert server.restarts == before + 1 and server.alive()
 
 
-def test_parallel_slots_answer_concurrent_requests(small_llm):
+def test_parallel_slots_answer_concurrent_requests(tmp_path):
+    """Opt-in concurrency (deterministic=False): four slots, requests overlap."""
     from concurrent.futures import ThreadPoolExecutor
+    small_llm = LLM(SMALL_MODEL, ResponseCache(tmp_path / "c.sqlite"), deterministic=False)
     prompts = [[{"role": "user", "content": f"Count from {i} to {i + 3}."}] for i in range(4)]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(4) as pool:
         outs = list(pool.map(lambda m: small_llm.chat(m, max_tokens=16), prompts))
     assert all(o.text.strip() and not o.cached for o in outs)
     assert time.perf_counter() - t0 < sum(o.latency_s for o in outs)  # they overlapped
+
+
+def test_deterministic_mode_has_one_slot_and_one_request_in_flight(small_llm, monkeypatch):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    assert small_llm.deterministic
+    live, state, guard = small_llm._live, {"now": 0, "max": 0}, threading.Lock()
+
+    def counting(request):
+        with guard:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        try:
+            return live(request)
+        finally:
+            with guard:
+                state["now"] -= 1
+
+    monkeypatch.setattr(small_llm, "_live", counting)
+    prompts = [[{"role": "user", "content": f"Count from {i} to {i + 2}. [{time.time_ns()}]"}] for i in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        outs = list(pool.map(lambda m: small_llm.chat(m, max_tokens=8), prompts))
+    assert all(not o.cached for o in outs)
+    assert state["max"] == 1
+    assert small_llm._server.parallel == 1

@@ -54,3 +54,30 @@ def test_invalid_actions_do_not_match_and_get_suggestions():
     assert match_action("fly to the moon", VALID) is None
     assert match_action("take knife", VALID) is None  # close to 'take cookbook' in letters, not in meaning
     assert "take cookbook" in suggestions("take book", VALID)
+
+
+def _recorded_prefixless():
+    import json
+    from pathlib import Path
+    return json.loads((Path(__file__).parent / "data" / "prefixless_replies.json").read_text())
+
+
+@pytest.mark.parametrize("case", _recorded_prefixless(), ids=lambda c: f"{c['task_id']}@{c['step']}")
+def test_recorded_replies_without_prefix_take_the_first_valid_line(case):
+    """Real replies from the workshop records (e.g. 'examine avocado\\nwiggle your toes' on
+    twx/simonsays/test/864, which used to run the LAST line and lose the game at step 1)."""
+    valid = case["valid_actions"]
+    p = parse_reply(case["reply"], is_valid=lambda a: match_action(a, valid) is not None)
+    action = match_action(p.action, valid)
+    assert action is not None
+    assert action == match_action(case["reply"].splitlines()[0], valid)
+    if case["gold_action"] and match_action(case["reply"].splitlines()[0], valid) == case["gold_action"]:
+        assert action == case["gold_action"]
+
+
+def test_the_simonsays_reply_that_lost_the_game():
+    valid = ["examine avocado", "wiggle your toes", "eat pea"]
+    assert parse_reply("examine avocado\nwiggle your toes").action == "examine avocado"
+    p = parse_reply("(End of example.)\nTake olive", is_valid=lambda a: match_action(a, ["take olive"]) is not None)
+    assert p.action == "Take olive" and p.thought == "(End of example.)"
+    assert match_action(parse_reply("examine avocado\nwiggle your toes", lambda a: a in valid).action, valid) == "examine avocado"

@@ -64,6 +64,8 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     validate_streams(streams, env_options)
     probe = make_agent()  # agent parameters are checked here too, before any stream makes a model call
+    if getattr(probe.llm, "deterministic", False):
+        workers = 1   # one request in flight and one order of requests: a live re-run gives the same records
     config = _fingerprint(probe, env_options)
     run_dir = Path(run_dir)
     (run_dir / "streams").mkdir(parents=True, exist_ok=True)

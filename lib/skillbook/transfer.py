@@ -70,6 +70,8 @@ def run_conditions(run_dir: Path, llm, stream: list[str], conditions: list[str],
         return run_streams(run_dir / condition, streams, make, env_options=env_options, workers=1,
                            desc=condition).assign(condition=condition)
 
+    if getattr(llm, "deterministic", False):
+        workers = 1   # conditions one after the other: the order of requests, and so every answer, is fixed
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="condition") as pool:
         return dict(zip(conditions, pool.map(one, conditions)))
 

@@ -146,14 +146,15 @@ class Agent:
         last_before = None      # the observation before the last environment step
         while len(ep.steps) - sub.start < budget:
             c = self._call("executor", ep, messages)
-            parsed = parse_reply(c.text)
+            is_valid = lambda a, valid=valid: self._match(env, a, valid) is not None  # noqa: E731
+            parsed = parse_reply(c.text, is_valid)
             last = ep.steps[-1] if ep.steps and ep.steps[-1].subtask == sub.index else None
             if cfg.resample_temperature > 0 and last is not None and (
                     c.text.strip() == last.raw.strip() or match_action(parsed.action, valid) == last.action):
                 # Greedy decoding of a small model repeats itself; one seeded sample often breaks the loop.
                 c = self._call("executor", ep, messages, temperature=cfg.resample_temperature,
                                seed=self.llm.seed * 1000 + len(ep.steps))
-                parsed = parse_reply(c.text)
+                parsed = parse_reply(c.text, is_valid)
             messages.append({"role": "assistant", "content": c.text.strip()})
             call = ep.calls[-1]
             if parsed.finish and cfg.level == "subtask":
@@ -171,8 +172,8 @@ class Agent:
                 stuck = 0
                 self._trim(messages, c)
                 continue
-            action = (env.match_action(parsed.raw_action or parsed.action, valid) if hasattr(env, "match_action")
-                      else match_action(parsed.action, valid))
+            action = self._match(env, parsed.raw_action or parsed.action if hasattr(env, "match_action")
+                                 else parsed.action, valid)
             feedback = None
             if action is None:
                 feedback = (f"'{parsed.action}' is not a valid action here."
@@ -245,6 +246,13 @@ class Agent:
         text = (f"Observation: skill {name} ran {len(result.commands)} actions"
                 + (f" and stopped: {result.error}" if result.error else "") + f". Last observation: {_cut(last, self.config.obs_chars)}")
         return text, result.done
+
+    @staticmethod
+    def _match(env, action: str, valid: list[str]) -> str | None:
+        """The valid action meant, by the env's own matcher for free-form actions (τ²-bench) or by spelling."""
+        if hasattr(env, "match_action"):
+            return env.match_action(action, valid)
+        return match_action(action, valid)
 
     @staticmethod
     def _env_calls(env, ep: Episode) -> None:

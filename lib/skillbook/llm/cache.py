@@ -54,14 +54,14 @@ class ResponseCache:
 
     jsonl_path: Path | None = None
 
-    def get(self, model_identity: str, request: dict) -> dict | None:
+    def get(self, model_identity: str, request: dict, count: bool = True) -> dict | None:
         key = cache_key(model_identity, request)
         with self._lock:
             row = self._db.execute("SELECT response FROM responses WHERE key=?", (key,)).fetchone()
             if row is None:
-                self.misses += 1
+                self.misses += count
                 return None
-            self.hits += 1
+            self.hits += count
         return json.loads(row[0])
 
     def put(self, model_identity: str, request: dict, response: dict) -> None:

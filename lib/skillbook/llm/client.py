@@ -71,8 +71,17 @@ class LLM:
 
     def __init__(self, backend: str = DEFAULT_BACKEND, cache: ResponseCache | None = None, *,
                  seed: int = 0, timeout: float = 300.0, max_retries: int = 3, backoff_s: float = 1.0,
-                 **server_options):
+                 deterministic: bool = True, **server_options):
+        """`deterministic` (the default): one request in flight at a time and, for the embedded server,
+        one slot, so that the same requests give the same answers on every live run. llama.cpp's greedy
+        answers depend on how concurrent requests are batched (parallel slots, continuous batching):
+        identical requests answered differently in 16 of 249 cases when served concurrently. On 2 cores
+        concurrency bought nothing anyway (`make bench`); on a GPU server pass deterministic=False."""
         self.spec: BackendSpec = parse_backend(backend)
+        self.deterministic = bool(deterministic)
+        if self.deterministic and self.spec.kind == "embedded":
+            server_options = {**server_options, "parallel": 1}
+        self._in_flight = threading.Lock() if self.deterministic else None
         self.backend = str(self.spec)
         self.cache = cache if cache is not None else ResponseCache()
         self.seed = seed
@@ -122,7 +131,17 @@ class LLM:
             c = Completion(cached=True, **hit)
             self.stats.add(c, time.perf_counter() - t0)
             return c
-        c = self._live(request)
+        if self._in_flight is not None:
+            with self._in_flight:
+                # another thread may have asked the same request while this one waited
+                hit = self.cache.get(self.identity, request, count=False)
+                if hit is not None:
+                    c = Completion(cached=True, **hit)
+                    self.stats.add(c, time.perf_counter() - t0)
+                    return c
+                c = self._live(request)
+        else:
+            c = self._live(request)
         self.cache.put(self.identity, request, {k: v for k, v in c.to_dict().items() if k != "cached"})
         self.stats.add(c, c.latency_s)
         return c
@@ -175,7 +194,8 @@ class LLM:
     def describe(self) -> dict:
         """What a chapter states about its model: backend, identity, cache hits, live time."""
         s = self.stats
-        return {"backend": self.backend, "model_identity": self.identity, "calls": s.calls,
+        return {"backend": self.backend, "model_identity": self.identity, "deterministic": self.deterministic,
+                "calls": s.calls,
                 "live_calls": s.live_calls, "cache_hits": self.cache.hits, "cache_misses": self.cache.misses,
                 "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
                 "live_seconds": round(s.live_seconds, 1), "recorded_model_seconds": round(s.model_seconds, 1),

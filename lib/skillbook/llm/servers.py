@@ -159,7 +159,7 @@ _REGISTRY_LOCK = threading.Lock()
 
 def server_for(spec: BackendSpec, **options) -> _ChildServer:
     """The process-wide server of a backend (embedded or vllm), created on first use."""
-    key = str(spec)
+    key = f"{spec}|{sorted(options.items())}"   # a one-slot (deterministic) server is not a four-slot one
     with _REGISTRY_LOCK:
         if key not in _SERVERS:
             if spec.kind == "embedded":
