@@ -90,8 +90,8 @@ def agent_costs(backend: str, tasks: list[str], workers: int, max_steps: int) ->
     """A fixed task set run live by the task-level agent: per-step costs, harness overhead, elapsed time."""
     import tempfile
 
-    from skillbook.agents import Agent, AgentConfig
-    from skillbook.runner import independent_streams, load_episodes, run_streams
+    from skillbook.agent import Agent, AgentConfig
+    from skillbook.run import independent_streams, load_episodes, run_streams
 
     llm = LLM(backend, ResponseCache())  # a fresh cache: every call is live
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,7 +150,7 @@ def utility_scoring(n_skills: int = 10_000, n_tasks: int = 500, seed: int = 0) -
     """Specificity × abstractness of every skill against every task, in one vectorised pass."""
     import numpy as np
 
-    from skillbook.analysis.utility import utility
+    from skillbook.papers.breakdown.utility import utility
 
     rng = np.random.default_rng(seed)
     unit = lambda m: m / np.linalg.norm(m, axis=1, keepdims=True)  # noqa: E731

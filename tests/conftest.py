@@ -17,3 +17,6 @@ def small_llm(tmp_path_factory):
     yield llm
     if llm._server is not None:
         llm._server.stop()
+
+
+from fakes import fake_env  # noqa: E402,F401  (the FakeWorld fixture, for control-flow tests)

@@ -1,7 +1,7 @@
 """Both agents on short real episodes with the real 0.5B model, on each environment."""
 import pytest
 
-from skillbook.agents import Agent, AgentConfig
+from skillbook.agent import Agent, AgentConfig
 from skillbook.envs import make_env
 from skillbook.records import Episode
 

@@ -4,12 +4,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from skillbook.assay import (AssaySettings, accept, condition_memories, merge_clusters, parse_variants, restructure,
+from skillbook.agent import AgentConfig
+from skillbook.papers.assay.pipeline import (AssaySettings, accept, assay_conditions, merge_clusters, parse_variants, restructure,
                              sign_flips)
-from skillbook.memory import AssayMemory, PerTaskMasking
+from skillbook.papers.assay import AssayMemory, PerTaskMasking
 from skillbook.skills.library import SkillLibrary
 from skillbook.skills.record import Skill
-from skillbook.skills.templates import template_skills, with_templates
+from skillbook.papers.assay.templates import template_skills, with_templates
 
 DEV = ["Simon says, 'touch cabbage'. Your task is to do exactly what Simon says.",
        "You are in the kitchen. You see a fridge and a counter. Pick up objects and put them away.",
@@ -25,7 +26,7 @@ def library():
 
 
 def attribution(C):
-    from skillbook.analysis.attribution import global_score, heterogeneity
+    from skillbook.papers.assay.attribution import global_score, heterogeneity
     C = np.asarray(C, float)
     return {"skill_ids": ["t1", "t2", "t3", "t4"], "C": C, "global": global_score(C), "heterogeneity": heterogeneity(C)}
 
@@ -120,12 +121,13 @@ def test_conditions_and_sign_flips():
     lib = library()
     a = attribution([[0.5, -0.5, 0.0], [0.1, 0.2, 0.0], [-0.3, -0.1, -0.2], [np.nan, np.nan, np.nan]])
     assert sign_flips(a) == ["t1"] and sign_flips(a, margin=0.6) == []
-    mems = condition_memories(lib, lib, a, DEV, AssaySettings())
-    assert list(mems) == ["none", "full", "global", "restructured", "restructured+masking", "full+masking"]
-    glob = mems["global"]()
+    config = AgentConfig()
+    conds = assay_conditions(config, lib, lib, a, DEV, AssaySettings())
+    assert [c.name for c in conds] == ["none", "full", "global", "restructured", "restructured+masking", "full+masking"]
+    glob = conds[2].memory()
     assert glob.include == {"t1", "t2", "t4"}                           # Ĉ(t3) < 0 dropped; NaN kept
     with pytest.raises(ValueError, match="valid: none, full"):
-        condition_memories(lib, lib, a, DEV, AssaySettings(), conditions=["oracle"])
+        assay_conditions(config, lib, lib, a, DEV, AssaySettings(), conditions=["oracle"])
     with pytest.raises(ValueError, match="valid: score, success"):
         AssaySettings(outcome="reward").validate()
     assert merge_clusters(lib, ["t3", "t4", "t1"], 0.8) == [["t3", "t4"], ["t1"]]

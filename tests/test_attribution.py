@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from skillbook.analysis.attribution import (attribution_matrix, expected_half_width, global_score, heterogeneity,
+from skillbook.papers.assay.attribution import (attribution_matrix, expected_half_width, global_score, heterogeneity,
                                             sample_masks, variance_bound)
 
 

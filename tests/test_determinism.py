@@ -12,9 +12,9 @@ pytestmark = pytest.mark.integration
 
 SCRIPT = """
 import json, sys
-from skillbook.agents import Agent, AgentConfig
+from skillbook.agent import Agent, AgentConfig
 from skillbook.llm import LLM, ResponseCache
-from skillbook.runner import load_episodes, run_streams
+from skillbook.run import load_episodes, run_streams
 out = sys.argv[1]
 llm = LLM("embedded:qwen2.5-coder-0.5b", ResponseCache(out + "/responses.sqlite"))
 streams = {"a": ["twx/twc/dev/0", "twx/twc/dev/1"], "b": ["twx/peckingorder/dev/0"]}

@@ -1,11 +1,13 @@
 """Induction parses real model outputs of both formats and rejects broken ones without crashing."""
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from skillbook.skills.induction import (PROMPT_LEVELS, InductionError, induction_prompt, parse_code_skill,
-                                        parse_text_skill)
+from skillbook.papers.breakdown.induction import (PROMPT_LEVELS, InductionError, induction_prompt, parse_code_skill,
+                                                  parse_text_skill)
+from skillbook.records import Step, Trajectory
 
 REPLIES = json.loads((Path(__file__).parent / "data" / "induction_replies.json").read_text())
 
@@ -41,15 +43,14 @@ def test_broken_code_skills_say_why(reply, message):
 
 
 def test_prompt_levels_add_their_parts_and_both_levels_share_the_prompt():
-    traj = {"task_id": "twx/coin/dev/0", "instruction": "Find the coin.", "description": "Open the fridge",
-            "level": "subtask", "span": (0, 1), "success": True, "score": 1.0,
-            "steps": [{"action": "open fridge", "observation": "You open the fridge."}]}
+    traj = Trajectory("twx/coin/dev/0", "coin", "twx", "Find the coin.", "Open the fridge", "subtask", (0, 1),
+                      [Step("", "open fridge", "You open the fridge.", 0.0)], 1.0, True)
     l1, l2, l3 = (induction_prompt(traj, "text", lv) for lv in PROMPT_LEVELS)
     assert "Example of a good answer" not in l1 and "Rules:" not in l1
     assert "Example of a good answer" in l2 and "Rules:" not in l2
     assert "Example of a good answer" in l3 and "Rules:" in l3
     assert "Subtask: Open the fridge" in l3 and "> open fridge" in l3
-    task_level = induction_prompt({**traj, "level": "task"}, "text")
+    task_level = induction_prompt(dataclasses.replace(traj, level="task"), "text")
     assert task_level.replace("task in", "X").count("Subtask:") == 0
     assert task_level.split("\n\n")[2:] == l3.split("\n\n")[2:]  # same example, rules and format
     with pytest.raises(ValueError, match="valid: L1, L2, L3"):

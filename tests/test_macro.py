@@ -4,11 +4,11 @@ No model is involved: the agent's macro path is driven directly with a parsed re
 """
 import pytest
 
-from skillbook.agents import Agent, AgentConfig
-from skillbook.agents.parsing import parse_reply
+from skillbook.agent import Agent, AgentConfig
+from skillbook.agent.parsing import parse_reply
 from skillbook.envs import make_env
 from skillbook.llm import LLM
-from skillbook.memory import InducedMemory
+from skillbook.papers.breakdown import InducedMemory
 from skillbook.records import Call, Episode, SubTrajectory
 from skillbook.skills import Skill
 from skillbook.skills.library import SkillLibrary

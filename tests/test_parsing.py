@@ -1,7 +1,7 @@
 """Action parsing on a corpus of messy replies of the kind small models really write."""
 import pytest
 
-from skillbook.agents.parsing import match_action, parse_reply, suggestions
+from skillbook.agent.parsing import match_action, parse_reply, suggestions
 
 VALID = ["open door to kitchen", "go to kitchen", "take cookbook", "read cookbook", "move south",
          "open fridge", "take purple potato", "look around", "cook purple potato in oven"]

@@ -5,9 +5,12 @@ import numpy as np
 import pytest
 
 from skillbook.envs import make_env
-from skillbook.memory import CreditMemory
-from skillbook.skillc import (Candidate, Macro, ablate, add_macro, candidates, judge_credit, macro_skill,
-                              parse_macro, parse_probabilities, replay_credit, replay_score, spread, window_candidates)
+from skillbook.papers.skillc import CreditMemory
+from skillbook.papers.skillc.credit import (Candidate, ablate, candidates, judge_credit, parse_probabilities,
+                                           replay_credit, replay_score, window_candidates)
+from skillbook.papers.skillc.macros import Macro, add_macro, macro_skill, parse_macro
+from skillbook.papers.skillc.pipeline import spread
+from skillbook.records import Step, Trajectory
 from skillbook.skills.library import SkillLibrary
 from skillbook.skills.sandbox import run
 
@@ -110,6 +113,10 @@ def test_judge_parsing_survives_malformed_replies():
     assert np.isnan(j["credit"]) and j["unusable"] == 2
 
 
+def trajectory(steps, success):
+    return Trajectory("twx/twc/test/0", "twc", "twx", "", "", "task", (0, len(steps)), steps, float(success), success)
+
+
 def test_credit_memory_tracks_use_merges_duplicates_and_retires():
     lib = SkillLibrary()
     m1 = Macro("stash_item", "Put an item away in a container", ["obj"], "", ["take {obj}"], credit=[0.5])
@@ -121,8 +128,8 @@ def test_credit_memory_tracks_use_merges_duplicates_and_retires():
     assert "def stash_item(" in s.body                                       # the kept skill keeps its name
     mem = CreditMemory(lib, k=3, threshold=0.0, retire_window=2)
     assert mem.callable_code("stash_item") == [s.body] and mem.callable_code("nope") is None
-    mem.write({"steps": [{"macro": "stash_item"}], "success": True}, {})
+    mem.write(trajectory([Step("", "take x", "", 0.0, macro="stash_item")], True), {})
     assert s.stats["uses"] == 1 and s.stats["successes"] == 1
     lib.add(macro_skill(Macro("idle", "Never used macro", [], "", ["look"]), "m0003", {}))
-    mem.write({"steps": [], "success": False}, {})
+    mem.write(trajectory([], False), {})
     assert "m0003" not in lib and "m0001" in lib and mem.retired[0]["reason"] == "unused"

@@ -4,10 +4,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from skillbook.memory.skillbank import SkillBankMemory
+from skillbook.papers.skillrl import SkillBankMemory
 from skillbook.records import Episode, Step
-from skillbook.skillrl import Teacher, evolution_round, parse_json, sample_failures, triggered
-from skillbook.skills.bank import BankFormatError, bank_from_json, bank_to_json, kind, render_bank
+from skillbook.agent.parsing import parse_json
+from skillbook.papers.skillrl.pipeline import Teacher, evolution_round, sample_failures, triggered
+from skillbook.papers.skillrl.bank import BankFormatError, bank_from_json, bank_to_json, kind, render_bank
 
 PUBLIC = {  # the public SkillRL layout (memory_data/alfworld/claude_style_skills.json), abridged
     "general_skills": [

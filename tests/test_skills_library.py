@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from skillbook.skills import Skill
-from skillbook.skills.hygiene import add_with_hygiene, delete_cascade
+from skillbook.papers.breakdown.hygiene import add_with_hygiene, delete_cascade
 from skillbook.skills.library import SkillLibrary
 
 

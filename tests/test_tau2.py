@@ -83,7 +83,7 @@ def test_replayed_gold_trajectory_scores_one_and_an_empty_one_zero(env):
 @pytest.mark.integration
 def test_the_simulated_user_runs_on_the_real_model(tmp_path):
     """Reset asks the real (smoke) model to play the user; its call is recorded with role 'user'."""
-    from skillbook.agents import Agent, AgentConfig
+    from skillbook.agent import Agent, AgentConfig
     from skillbook.book import load_profile
     from skillbook.llm import ResponseCache, get_llm
     llm = get_llm(load_profile("smoke")["backend"], ResponseCache(tmp_path / "c.sqlite"))

@@ -4,8 +4,8 @@ from math import comb
 import numpy as np
 import pytest
 
-from skillbook.analysis.transfer import bin_of, reuse_frequency, reuse_matrix, transfer_density
-from skillbook.analysis.utility import (abstractness, bucket_success, specificity, specificity_sampled,
+from skillbook.papers.breakdown.density import bin_of, reuse_frequency, reuse_matrix, transfer_density
+from skillbook.papers.breakdown.utility import (abstractness, bucket_success, specificity, specificity_sampled,
                                         split_at_median, success_slope, utility)
 from skillbook.records import Episode
 
@@ -138,7 +138,7 @@ def test_buckets_and_slope_see_a_planted_trend():
 
 
 def test_task_texts_append_the_first_observation_and_name_valid_kinds():
-    from skillbook.experiment import task_texts
+    from skillbook.envs import task_texts
     with pytest.raises(ValueError, match="instruction, instruction\\+observation, observation\\+instruction"):
         task_texts(["twx/simonsays/test/0"], kind="goal")
     ids = ["twx/twc/test/0", "twx/twc/test/1"]

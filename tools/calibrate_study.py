@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from skillbook.agents import AgentConfig
+from skillbook.agent import AgentConfig
 from skillbook.book import Lab
 from skillbook.experiment import run_condition
 

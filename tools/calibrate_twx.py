@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from skillbook.agents import Agent, AgentConfig
+from skillbook.agent import Agent, AgentConfig
 from skillbook.book import Lab
-from skillbook.runner import run_streams
+from skillbook.run import run_streams
 
 
 def main():

@@ -1,4 +1,8 @@
-"""Atomic file writes: a reader (or a resumed run) sees the old file or the new one, never half of one."""
+"""The lowest layer: where files go and how they are written.
+
+* `cache_dir()` — the per-user cache (joined model files, split lists, embeddings, server logs).
+* Atomic writes: a reader (or a resumed run) sees the old file or the new one, never half of one.
+"""
 from __future__ import annotations
 
 import json
@@ -8,13 +12,25 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def cache_dir() -> Path:
+    """Per-user cache: $SKILLBOOK_CACHE, else $XDG_CACHE_HOME/skillbook, else ~/.cache/skillbook."""
+    root = os.environ.get("SKILLBOOK_CACHE")
+    if root:
+        path = Path(root)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        path = (Path(xdg) if xdg else Path.home() / ".cache") / "skillbook"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -25,5 +41,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any, **dump_kw) -> Path:
     return atomic_write_text(path, json.dumps(obj, **dump_kw) + "\n")
+
+
+def read_json(path: str | os.PathLike, what: str = "file") -> Any:
+    """JSON from a file; a malformed file is an error naming the file, line and column."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}:{e.colno}: malformed {what} ({e.msg})") from None

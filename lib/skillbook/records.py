@@ -1,13 +1,29 @@
 """What a run records: every step, every model call, every subtask of every episode.
 
 Everything an analysis needs is here, so no analysis ever re-runs an agent. Records are plain
-dataclasses that round-trip through JSON (`to_dict` / `Episode.from_dict`).
+dataclasses that round-trip through JSON (`to_dict` / `Episode.from_dict`). A `Trajectory` is the one
+form in which a (sub-)trajectory is handed to memory policies and rendered into prompts.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from .analysis.cost import dependency
+import numpy as np
+
+from .text import cut
+
+
+def dependency(prompt_tokens, completion_tokens) -> float:
+    """The first paper's *dependency* cost: each call is charged for the attention work its output tokens
+    do over everything before them, Σ_{t=1..o} (p + t) ≈ (2p + o)·o / 2 token² per call with p prompt and o
+    output tokens; summed over calls, in units of 1e9 token²."""
+    p = np.asarray(prompt_tokens, dtype=float)
+    o = np.asarray(completion_tokens, dtype=float)
+    if p.shape != o.shape:
+        raise ValueError(f"prompt_tokens and completion_tokens differ in shape: {p.shape} vs {o.shape}")
+    if (p < 0).any() or (o < 0).any():
+        raise ValueError("token counts must be non-negative")
+    return float(((2 * p + o) * o / 2).sum() / 1e9)
 
 
 @dataclass
@@ -70,6 +86,7 @@ class Episode:
     wall_s: float = 0.0
     config: dict = field(default_factory=dict)
     transcript: list[dict] = field(default_factory=list)   # the full conversation, for conversational benchmarks
+    note: str = ""                # why an episode ended early when that is not in stop_reason alone
 
     # -- costs (the first paper's §4.4 and appendix D) ---------------------------------------------
     def cost(self) -> dict:
@@ -105,3 +122,34 @@ class Episode:
         d["subtasks"] = [SubTrajectory(**s) for s in d.get("subtasks", [])]
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class Trajectory:
+    """A span of an episode as memory policies receive it: the whole task (task level) or one subtask.
+
+    `description` is what the span was about (the instruction, or the subtask); `success`/`score` are
+    the episode's state when the span ended (for a subtask: not the task's final outcome)."""
+    task_id: str
+    task_type: str
+    env: str
+    instruction: str
+    description: str
+    level: str                     # task | subtask
+    span: tuple[int, int]          # steps[span[0]:span[1]] of the episode
+    steps: list[Step]
+    score: float
+    success: bool
+    summary: str = ""
+
+    @classmethod
+    def of(cls, ep: Episode, sub: SubTrajectory | None = None, level: str = "task") -> "Trajectory":
+        span = (sub.start, sub.end) if sub is not None else (0, len(ep.steps))
+        return cls(ep.task_id, ep.task_type, ep.env, ep.instruction,
+                   sub.description if sub is not None else ep.instruction, level, span,
+                   list(ep.steps[span[0]:span[1]]), ep.score, ep.success, sub.summary if sub is not None else "")
+
+
+def render_steps(steps: list[Step], obs_chars: int = 160, mark: str = "") -> str:
+    """The one text form of steps in prompts: '> action' and the observation, indented, one pair per step."""
+    return "\n".join(f"> {s.action}\n  {cut(s.observation, obs_chars, mark)}" for s in steps)

@@ -1,5 +1,5 @@
 """Analyses computed from recorded trajectories and calls (never by re-running agents)."""
-from .cost import dependency
+from ..records import dependency
 from .stats import (bootstrap_ci, bootstrap_difference, budget_curve, difficulty_strata, paired_difference,
                     spearman_ci, summarize, verdict)
 

@@ -1,11 +1,13 @@
 """Benchmarks behind one Env protocol: ScienceWorld and TextWorldExpress (offline, Java), τ²-bench."""
 from __future__ import annotations
 
-from .base import SPLITS, Env, EnvError, StepResult, Task, TaskIdError, parse_task_id
+from .base import SPLITS, Conversational, Env, EnvError, StepResult, Task, TaskIdError, parse_task_id
 from .catalogue import catalogue, gold_lengths, split_table, with_difficulty
 from .jvm import JAVA_MISSING, require_java
+from .pool import EnvPool
 from .scienceworld import ScienceWorld
 from .tau2 import Tau2Bench
+from .tasks import TASK_TEXTS, parse_task_types, require_splits, sample_tasks, task_frame, task_texts
 from .textworld_express import TextWorldExpress
 
 ENVS = {"sciworld": ScienceWorld, "twx": TextWorldExpress, "tau2": Tau2Bench}
@@ -24,10 +26,7 @@ def canonical_options(name: str, options: dict) -> dict:
     return canonical(dict(options)) if canonical else dict(options)
 
 
-def env_for_task(task_id: str, **options) -> Env:
-    return make_env(parse_task_id(task_id)[0], **options)
-
-
-__all__ = ["SPLITS", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
+__all__ = ["SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
+           "task_frame", "task_texts", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
            "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
-           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options", "env_for_task"]
+           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options"]

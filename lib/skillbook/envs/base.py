@@ -67,9 +67,13 @@ def check_split(split: str) -> str:
 
 @runtime_checkable
 class Env(Protocol):
-    """What an agent needs from a benchmark. One instance holds one simulator (one JVM) and is reused."""
+    """What an agent needs from a benchmark. One instance holds one simulator (one JVM) and is reused.
+
+    `conversational` is True for benchmarks whose episode is a conversation with a simulated user
+    (τ²-bench); such an env also provides the `Conversational` methods below."""
 
     name: str
+    conversational: bool
 
     def task_types(self) -> list[str]: ...
     def tasks(self, split: str, task_types: list[str] | None = None) -> list[Task]: ...
@@ -82,3 +86,14 @@ class Env(Protocol):
     @property
     def instruction(self) -> str: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Conversational(Protocol):
+    """What a conversational benchmark adds (declared by `conversational = True`)."""
+
+    user_calls: list   # the simulated user's model completions since the last look (the agent records them)
+
+    def bind_llm(self, llm) -> None: ...             # the simulated user answers with this model (and its cache)
+    def match_action(self, action: str, valid: list[str] | None = None) -> str | None: ...  # free-form actions
+    def conversation(self) -> list[dict]: ...        # the full conversation, for the records

@@ -29,7 +29,7 @@ def split_table(cat: pd.DataFrame) -> pd.DataFrame:
 
 
 def _difficulty_file(env: Env):
-    from ..llm.modelfiles import cache_dir
+    from ..io import cache_dir
     return cache_dir() / "splits" / f"{env._splits_file().stem}-gold-length.json"
 
 

@@ -30,7 +30,8 @@ class JavaEnv:
     """
 
     name = ""
-    _TASK_TYPES: tuple[str, ...] = ()
+    conversational = False
+    TASK_TYPES: tuple[str, ...] = ()
 
     def __init__(self, step_limit: int = 1000):
         require_java()
@@ -100,17 +101,17 @@ class JavaEnv:
 
     # -- tasks ------------------------------------------------------------------------------------
     def task_types(self) -> list[str]:
-        return list(self._TASK_TYPES)
+        return list(self.TASK_TYPES)
 
     def _check_type(self, task_type: str) -> str:
-        if task_type not in self._TASK_TYPES:
-            raise TaskIdError(f"unknown {self.name} task type {task_type!r}; valid: {', '.join(self._TASK_TYPES)}")
+        if task_type not in self.TASK_TYPES:
+            raise TaskIdError(f"unknown {self.name} task type {task_type!r}; valid: {', '.join(self.TASK_TYPES)}")
         return task_type
 
     _PACKAGE = ""  # the PyPI distribution whose official splits these are
 
     def _splits_file(self):
-        from ..llm.modelfiles import cache_dir
+        from ..io import cache_dir
         return cache_dir() / "splits" / f"{self.name}-{version(self._PACKAGE)}-{self._config_tag()}.json"
 
     def _config_tag(self) -> str:
@@ -134,7 +135,7 @@ class JavaEnv:
     def tasks(self, split: str, task_types: list[str] | None = None) -> list[Task]:
         check_split(split)
         out = []
-        for tt in task_types or self._TASK_TYPES:
+        for tt in task_types or self.TASK_TYPES:
             out += [Task(self.name, tt, split, i, nid) for i, nid in enumerate(self.split_ids(tt, split))]
         return out
 

@@ -25,7 +25,7 @@ class ScienceWorld(JavaEnv):
     """
 
     name = "sciworld"
-    _TASK_TYPES = TASK_TYPES
+    TASK_TYPES = TASK_TYPES
     _PACKAGE = "scienceworld"
 
     def __init__(self, step_limit: int = 1000, simplifications: str = ""):

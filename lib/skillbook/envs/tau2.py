@@ -70,7 +70,8 @@ class Tau2Bench:
     """One τ²-bench domain family; one conversation at a time per instance (runner workers get their own)."""
 
     name = "tau2"
-    _TASK_TYPES = DOMAINS
+    conversational = True
+    TASK_TYPES = DOMAINS
 
     def __init__(self, user_backend: str | None = None, user_max_tokens: int = 120, user_temperature: float = 0.0):
         self.user_backend = user_backend

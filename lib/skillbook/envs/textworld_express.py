@@ -34,7 +34,7 @@ class TextWorldExpress(JavaEnv):
     """
 
     name = "twx"
-    _TASK_TYPES = GAMES
+    TASK_TYPES = GAMES
     _PACKAGE = "textworld-express"
 
     def __init__(self, step_limit: int = 1000, game_params: dict[str, str | dict] | None = None):

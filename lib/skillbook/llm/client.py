@@ -14,7 +14,13 @@ from .servers import ServerError, server_for
 
 
 class LLMError(RuntimeError):
-    """A model call that failed after its retries; the runner records it and ends that episode only."""
+    """A model call that failed. `retryable`: the server failed (after retries and a restart), an
+    infrastructure error the runner retries; not retryable: the server rejected the request itself
+    (HTTP 4xx, e.g. a prompt longer than the context), which the same request would meet again."""
+
+    def __init__(self, message: str, retryable: bool = True):
+        super().__init__(message)
+        self.retryable = retryable
 
 
 @dataclass
@@ -131,6 +137,9 @@ class LLM:
             c = Completion(cached=True, **hit)
             self.stats.add(c, time.perf_counter() - t0)
             return c
+        if os.environ.get("SKILLBOOK_REPLAY_ONLY"):
+            raise LLMError(f"{self.backend}: SKILLBOOK_REPLAY_ONLY is set and this request is not in the response "
+                           "cache (a replay that would need the model)", retryable=False)
         if self._in_flight is not None:
             with self._in_flight:
                 # another thread may have asked the same request while this one waited
@@ -172,7 +181,8 @@ class LLM:
             except openai.APIStatusError as e:
                 # 4xx: the request itself is wrong (e.g. longer than the context); retrying cannot help.
                 self.stats.errors += 1
-                raise LLMError(f"{self.backend}: request rejected (HTTP {e.status_code}), not retried: {e}") from e
+                raise LLMError(f"{self.backend}: request rejected (HTTP {e.status_code}), not retried: {e}",
+                               retryable=False) from e
             # A dead local server is restarted once per call, then the call is retried.
             if self._server is not None and not restarted and not self._server.alive():
                 try:

@@ -7,27 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..io import cache_dir
 from .backends import EMBEDDED_MODELS, EmbeddedModel
-
-
-def cache_dir() -> Path:
-    """Per-user cache: $SKILLBOOK_CACHE, else $XDG_CACHE_HOME/skillbook, else ~/.cache/skillbook."""
-    root = os.environ.get("SKILLBOOK_CACHE")
-    if root:
-        path = Path(root)
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        path = (Path(xdg) if xdg else Path.home() / ".cache") / "skillbook"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _sha256(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def part_paths(model: EmbeddedModel) -> list[Path]:

@@ -16,7 +16,8 @@ import urllib.request
 from pathlib import Path
 
 from .backends import BackendError, BackendSpec
-from .modelfiles import cache_dir, gguf_path
+from ..io import cache_dir
+from .modelfiles import gguf_path
 
 
 class ServerError(RuntimeError):

@@ -25,7 +25,7 @@ def _key(text: str) -> str:
 class Embedder:
     def __init__(self, cache_path: str | os.PathLike | None = None, threads: int = 1):
         if cache_path is None:
-            from ..llm.modelfiles import cache_dir
+            from ..io import cache_dir
             cache_path = cache_dir() / "embeddings.sqlite"
         self.cache_path = Path(cache_path)
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +88,3 @@ def get_embedder() -> Embedder:
         _DEFAULT = Embedder()
     return _DEFAULT
 
-
-def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine similarities between rows of a and rows of b (rows assumed unit-norm)."""
-    return np.asarray(a, np.float32) @ np.asarray(b, np.float32).T

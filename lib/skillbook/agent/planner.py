@@ -1,0 +1,97 @@
+"""What differs between the first paper's two architectures, as one object the loop asks.
+
+    TaskPlanner      task level: one subtask, the instruction itself; no planner, no summarizer
+    SubtaskPlanner   subtask level: a Planner call proposes each subtask (or DONE), a Summarizer call
+                     condenses each finished subtask into the progress the next one starts from
+
+The loop (`agent.loop.Agent`) is the same for both: plan → retrieve → execute → summarise → write.
+"""
+from __future__ import annotations
+
+from ..prompts import load
+from ..records import Episode, SubTrajectory, Trajectory, render_steps
+from ..text import cut
+
+
+def template(name: str) -> str:
+    return load("skillbook.agent", name)
+
+
+class TaskPlanner:
+    level = "task"
+    finish_rule = "finish_task"
+    can_finish = False        # the benchmarks end episodes themselves; "finish" is no action at task level
+
+    def __init__(self, config):
+        self.config = config
+
+    @property
+    def max_subtasks(self) -> int:
+        return 1
+
+    def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int):
+        """(description, step budget) of the next subtask, or None when the task is done."""
+        return ep.instruction, steps_left
+
+    def header(self, summary: str, sub: SubTrajectory) -> str:
+        """What the executor's first message says about the subtask."""
+        return ""
+
+    def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory) -> str:
+        return summary
+
+    def trajectory(self, ep: Episode, sub: SubTrajectory) -> Trajectory:
+        """The span memory learns from: the whole episode."""
+        return Trajectory.of(ep, None, self.level)
+
+    def out_of_subtasks(self, sub: SubTrajectory) -> str:
+        return sub.stop_reason or "step_budget"
+
+
+class SubtaskPlanner(TaskPlanner):
+    level = "subtask"
+    finish_rule = "finish_subtask"
+    can_finish = True         # the executor ends a subtask with "subtask done"
+
+    @property
+    def max_subtasks(self) -> int:
+        return self.config.max_subtasks
+
+    def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int):
+        prompt = template("planner").format(instruction=ep.instruction, summary=summary or "nothing yet",
+                                            observation=cut(obs, 400))
+        c = agent.call("planner", ep, [{"role": "user", "content": prompt}], max_tokens=40)
+        text = field(c.text, "subtask")
+        if not text or text.strip(" .").upper() in ("DONE", "TASK DONE", "COMPLETE"):
+            return None
+        return text, min(steps_left, self.config.max_subtask_steps)
+
+    def header(self, summary: str, sub: SubTrajectory) -> str:
+        return f"Progress so far: {summary or 'nothing yet'}\nYour current subtask: {sub.description}\n"
+
+    def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory) -> str:
+        steps = render_steps(ep.steps[sub.start:sub.end], 150, mark="…") or "(no steps)"
+        prompt = template("summarizer").format(instruction=ep.instruction, summary=summary or "nothing yet",
+                                               subtask=sub.description, steps=steps)
+        c = agent.call("summarizer", ep, [{"role": "user", "content": prompt}], max_tokens=80)
+        sub.summary = field(c.text, "summary") or summary
+        return sub.summary
+
+    def trajectory(self, ep: Episode, sub: SubTrajectory) -> Trajectory:
+        return Trajectory.of(ep, sub, self.level)
+
+    def out_of_subtasks(self, sub: SubTrajectory) -> str:
+        return "subtask_budget"
+
+
+PLANNERS = {"task": TaskPlanner, "subtask": SubtaskPlanner}
+
+
+def field(text: str, name: str) -> str:
+    """The value of a 'Name: value' line of a reply, else its first non-empty line."""
+    for line in (text or "").splitlines():
+        head, _, rest = line.partition(":")
+        if head.strip(" *#").lower() == name:
+            return rest.strip(" *`\"'")
+    first = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+    return first.strip(" *`\"'")

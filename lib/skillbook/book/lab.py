@@ -1,0 +1,63 @@
+"""The `Lab` every chapter opens first and reports last."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+
+import skillbook
+
+from ..envs import make_env
+from ..io import atomic_write_json
+
+
+class Lab:
+    """One chapter run: its run directory, its response cache, its model, its clock.
+
+    `root` is the profile's folder of records (`runs/<profile>`, or `runs_root` when a chapter is
+    re-executed elsewhere); `run_dir` is this chapter's folder in it. `finish()` saves the response
+    cache's new entries beside the records and returns the table every executed chapter ends with.
+    A replay (every answer from the cache, no episode run) writes nothing.
+    """
+
+    def __init__(self, chapter: str, profile: str = "workshop", backend: str | None = None,
+                 seed: int = 0, runs_root: str | None = None, records: str | None = None):
+        """`records` names a run directory shared by several chapters (e.g. 'transfer'); default: the chapter's."""
+        from ..llm import DEFAULT_BACKEND, ResponseCache, get_llm
+        from . import project_root
+
+        self.chapter, self.profile, self.seed = chapter, profile, seed
+        self.root = Path(runs_root) if runs_root else project_root() / "runs" / profile
+        self.run_dir = self.root / (records or chapter)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.cache = ResponseCache.for_run(self.run_dir)
+        self.llm = get_llm(backend or DEFAULT_BACKEND, self.cache, seed=seed)
+        self._envs: list = []
+        self.t0 = time.time()
+
+    def env(self, name: str, **options):
+        """An environment for the chapter's own use (closed by `finish`)."""
+        env = make_env(name, **options)
+        self._envs.append(env)
+        return env
+
+    def summary(self) -> dict:
+        d = self.llm.describe()
+        d.update({"chapter": self.chapter, "profile": self.profile, "seed": self.seed,
+                  "wall_seconds": round(time.time() - self.t0, 1), "python": platform.python_version(),
+                  "machine": f"{platform.machine()}, {os.cpu_count()} cores", "skillbook": skillbook.__version__})
+        return d
+
+    def finish(self):
+        """Save new cache entries and the run summary (only when this execution called the model live);
+        return the closing table: backend, model identity, calls, cache hits, tokens."""
+        import pandas as pd
+        for env in self._envs:
+            env.close()
+        self.cache.save()
+        s = self.summary()
+        if s["live_calls"]:
+            atomic_write_json(self.run_dir / f"summary-{self.chapter}.json", s, indent=1)
+        shown = {k: v for k, v in s.items() if k not in ("wall_seconds", "live_seconds", "python", "machine")}
+        return pd.DataFrame({"value": pd.Series(shown, dtype=object)})

@@ -1,0 +1,215 @@
+"""The first paper's skill utility score (§6.1): computed from text alone, before any task is run.
+
+Let c_j = cos(e(skill), e(t_j)) over the N task instructions t_1..t_N (unit-norm MiniLM vectors).
+
+    specificity(s) = Pr_{i ≠ k}[ max_j c_j ≥ cos(t_i, t_k) ]      does the skill fit some task as well as
+                                                                  tasks fit each other?
+    abstractness(s) = exp(H(softmax(c / τ))) / N,  τ = 0.1        over how many tasks is its relevance
+                                                                  spread (perplexity / N, in [1/N, 1])?
+    utility(s) = specificity(s) · abstractness(s)
+
+The three functions take one skill's vector `c` (shape N) and return a float; they also accept a
+matrix of skills (shape n_skills × N) and then return one value per row, so that a whole library is
+scored in one vectorised pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+TAU = 0.1
+
+
+def _check(skill_task_sims, task_task_sims=None) -> tuple[np.ndarray, np.ndarray | None]:
+    c = np.asarray(skill_task_sims, dtype=np.float64)
+    if c.ndim not in (1, 2) or c.shape[-1] == 0:
+        raise ValueError(f"skill_task_sims must be a vector of N task similarities (or n_skills × N), got shape {c.shape}")
+    if task_task_sims is None:
+        return c, None
+    t = np.asarray(task_task_sims, dtype=np.float64)
+    n = c.shape[-1]
+    if t.shape != (n, n):
+        raise ValueError(f"task_task_sims must be {n}×{n} (one row per task of skill_task_sims), got {t.shape}")
+    if n < 2:
+        raise ValueError("specificity needs at least two tasks (it compares against task pairs)")
+    return c, t
+
+
+def _pair_sims(task_task_sims: np.ndarray) -> np.ndarray:
+    """cos(t_i, t_k) over all ordered pairs i ≠ k, sorted."""
+    n = task_task_sims.shape[0]
+    return np.sort(task_task_sims[~np.eye(n, dtype=bool)])
+
+
+def specificity(skill_task_sims, task_task_sims):
+    """Pr[max_j c_j ≥ cos(t_i, t_k)] over all ordered task pairs i ≠ k (exact)."""
+    c, t = _check(skill_task_sims, task_task_sims)
+    pairs = _pair_sims(t)
+    best = c.max(axis=-1)
+    # number of pairs with cos(t_i, t_k) <= best, by binary search over the sorted pair similarities
+    out = np.searchsorted(pairs, best, side="right") / pairs.size
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def specificity_sampled(skill_task_sims, task_task_sims, n_pairs: int = 100_000, seed: int = 0):
+    """The same probability estimated on `n_pairs` random ordered pairs (for very large N)."""
+    c, t = _check(skill_task_sims, task_task_sims)
+    rng = np.random.default_rng(seed)
+    n = t.shape[0]
+    i = rng.integers(0, n, n_pairs)
+    k = (i + rng.integers(1, n, n_pairs)) % n      # uniform over k ≠ i
+    pairs = t[i, k]
+    best = c.max(axis=-1)
+    out = (pairs[None, :] <= np.atleast_1d(best)[:, None]).mean(axis=1)
+    return float(out[0]) if c.ndim == 1 else out
+
+
+def abstractness(skill_task_sims, tau: float = TAU):
+    """exp(H(softmax(c/τ))) / N with the natural-log entropy: 1 for uniform c, ≈ 1/N for one dominant task."""
+    if tau <= 0:
+        raise ValueError(f"tau must be positive, got {tau!r}")
+    c, _ = _check(skill_task_sims)
+    z = c / tau
+    z = z - z.max(axis=-1, keepdims=True)          # stable softmax
+    p = np.exp(z)
+    p /= p.sum(axis=-1, keepdims=True)
+    h = -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=-1)
+    out = np.exp(h) / c.shape[-1]
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def utility(skill_task_sims, task_task_sims, tau: float = TAU):
+    """specificity × abstractness."""
+    return specificity(skill_task_sims, task_task_sims) * abstractness(skill_task_sims, tau)
+
+
+# -- from libraries and records --------------------------------------------------------------------
+def similarity_matrices(skill_texts: list[str], task_texts: list[str], embedder=None) -> tuple[np.ndarray, np.ndarray]:
+    """(skills × tasks, tasks × tasks) cosines of the embedded texts."""
+    from ...skills.embeddings import get_embedder
+    emb = embedder or get_embedder()
+    tasks = emb.embed(list(task_texts))
+    skills = emb.embed(list(skill_texts)) if skill_texts else np.zeros((0, tasks.shape[1]), np.float32)
+    return skills @ tasks.T, tasks @ tasks.T
+
+
+def score_library(library, task_texts: list[str], tau: float = TAU, embedder=None) -> pd.DataFrame:
+    """specificity, abstractness and utility of every skill of a library against the task instructions."""
+    skills = list(library)
+    cols = ["skill_id", "format", "level", "description", "specificity", "abstractness", "utility"]
+    if not skills:
+        return pd.DataFrame(columns=cols)
+    s, t = similarity_matrices([k.description for k in skills], task_texts, embedder)
+    spec, abst = np.atleast_1d(specificity(s, t)), np.atleast_1d(abstractness(s, tau))
+    return pd.DataFrame({"skill_id": [k.id for k in skills], "format": [k.format for k in skills],
+                         "level": [k.provenance.get("induction_level", "") for k in skills],
+                         "description": [k.description for k in skills],
+                         "specificity": spec, "abstractness": abst, "utility": spec * abst})
+
+
+def split_at_median(library, scores: pd.DataFrame):
+    """(high, low): the library's skills ranked by utility (ties by id) and cut in two halves.
+
+    With an odd number of skills the median skill goes to the high half, so neither half is empty
+    for a library of two or more skills.
+    """
+    ranked = scores.sort_values(["utility", "skill_id"], ascending=[False, True])["skill_id"].tolist()
+    high = set(ranked[: len(ranked) - len(ranked) // 2])
+    return library.filtered(lambda s: s.id in high), library.filtered(lambda s: s.id not in high)
+
+
+def retrieved_scores(episodes, scores: pd.DataFrame) -> pd.DataFrame:
+    """Per episode: success and the mean specificity, abstractness and utility of the distinct skills it
+    retrieved (skills that hygiene deleted later have no score and are left out). Episodes that
+    retrieved no scorable skill are left out."""
+    by_id = scores.set_index("skill_id")
+    rows = []
+    for e in episodes:
+        ids = [i for i in dict.fromkeys(e.retrieved) if i in by_id.index]
+        if not ids:
+            continue
+        m = by_id.loc[ids, ["specificity", "abstractness", "utility"]].mean()
+        rows.append({"task_id": e.task_id, "task_type": e.task_type, "success": float(e.success), "score": e.score,
+                     "n_skills": len(ids), **m.to_dict()})
+    return pd.DataFrame(rows)
+
+
+def bucket_success(df: pd.DataFrame, column: str, n_buckets: int = 3, success: str = "success",
+                   seed: int = 0) -> pd.DataFrame:
+    """Tasks cut into `n_buckets` quantile buckets of `column`; success with a bootstrap CI per bucket."""
+    from ...analysis.stats import bootstrap_ci
+    if df.empty:
+        return pd.DataFrame(columns=["score", "bucket", "low_edge", "high_edge", "n", "success", "ci_low", "ci_high"])
+    q = pd.qcut(df[column].rank(method="first"), q=min(n_buckets, len(df)), labels=False)
+    rows = []
+    for b, g in df.groupby(q):
+        m, lo, hi = bootstrap_ci(g[success].to_numpy(dtype=float), seed=seed)
+        rows.append({"score": column, "bucket": int(b) + 1, "low_edge": g[column].min(), "high_edge": g[column].max(),
+                     "n": len(g), "success": m, "ci_low": lo, "ci_high": hi})
+    return pd.DataFrame(rows)
+
+
+def success_slope(df: pd.DataFrame, column: str, success: str = "success", within: str | None = None) -> dict:
+    """Linear-probability slope of success on the standardised score, with an HC3 95% interval.
+
+    `within` names a column (e.g. task_type) whose levels get their own intercepts, so the slope compares
+    episodes of the same kind only: a score that merely tells easy task types from hard ones gets no credit.
+    """
+    import statsmodels.api as sm
+    x = df[column].to_numpy(dtype=float)
+    out = {"score": column, "within": within or "", "n": len(df)}
+    if len(df) < 3 or np.std(x) == 0:
+        return {**out, "slope_per_sd": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan}
+    X = pd.DataFrame({"z": (x - x.mean()) / x.std()}, index=df.index)
+    if within:
+        X = X.join(pd.get_dummies(df[within], prefix=within, drop_first=True, dtype=float))
+    fit = sm.OLS(df[success].to_numpy(dtype=float), sm.add_constant(X, has_constant="add")).fit(cov_type="HC3")
+    lo, hi = fit.conf_int().loc["z"]
+    return {**out, "slope_per_sd": float(fit.params["z"]), "ci_low": float(lo), "ci_high": float(hi),
+            "p": float(fit.pvalues["z"])}
+
+
+def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: list[str], uses: pd.DataFrame):
+    """A widget: pick a skill; see its cosine to every task, its three scores, and every episode that
+    retrieved it with the outcome. Pages are pre-rendered, so the static book keeps them.
+
+    `scores`: one row per skill with columns condition, skill_id, description, specificity, abstractness,
+    utility; `sims[condition]`: that condition's skills × tasks cosine matrix in the row order of `scores`;
+    `uses`: rows with condition, skill_id, run, task_id, position, success.
+    """
+    import ipywidgets as widgets
+    from html import escape
+
+    def page(row, c) -> str:
+        order = np.argsort(-c)
+        bars = "".join(
+            f"<tr><td><code>{escape(task_ids[j])}</code></td><td>{c[j]:+.3f}</td><td><div style='background:#4c72b0;"
+            f"height:0.8em;width:{max(0.0, c[j]) * 200:.0f}px'></div></td></tr>" for j in order)
+        used = uses[(uses["condition"] == row.condition) & (uses["skill_id"] == row.skill_id)]
+        use_rows = "".join(f"<tr><td>{escape(u.run)}</td><td><code>{escape(u.task_id)}</code></td><td>{u.position}</td>"
+                           f"<td>{'✓' if u.success else '✗'}</td></tr>" for u in used.itertuples()) or \
+            "<tr><td colspan=4><i>never retrieved</i></td></tr>"
+        return (f"<p><b>{escape(row.skill_id)}</b> ({escape(row.condition)}): {escape(row.description)}</p>"
+                f"<p>specificity {row.specificity:.3f} × abstractness {row.abstractness:.3f} = "
+                f"<b>utility {row.utility:.3f}</b></p>"
+                f"<table><tr><th>task</th><th>cosine</th><th></th></tr>{bars}</table>"
+                f"<p>retrieved by:</p><table><tr><th>run</th><th>task</th><th>position</th><th>success</th></tr>"
+                f"{use_rows}</table>")
+
+    rows = list(scores.itertuples())
+    seen: dict[str, int] = {}
+    pages = []
+    for row in rows:
+        i = seen.get(row.condition, 0)
+        seen[row.condition] = i + 1
+        pages.append(widgets.HTML(page(row, sims[row.condition][i])))
+    stack = widgets.Stack(pages, selected_index=0 if pages else None)
+    pick = widgets.Dropdown(options=[(f"{r.condition} {r.skill_id} (u={r.utility:.2f}): {r.description[:70]}", i)
+                                     for i, r in enumerate(rows)], description="skill", layout=widgets.Layout(width="95%"))
+    box = widgets.VBox([pick, stack])
+    box.link = widgets.jslink((pick, "index"), (stack, "selected_index"))
+    return box
+
+
+__all__ = ["TAU", "specificity", "specificity_sampled", "abstractness", "utility", "similarity_matrices",
+           "score_library", "split_at_median", "retrieved_scores", "bucket_success", "success_slope", "skill_explorer"]

@@ -1,0 +1,254 @@
+"""Task streams: ordered tasks solved in sequence with one shared memory, recorded as they end.
+
+    streams = {"s0": ["twx/coin/test/0", "twx/coin/test/1", ...], ...}
+    run_streams(run_dir, streams, make_agent, env_options, workers=1)
+
+Every task id is checked and the run's settings are compared with what the directory recorded before
+any model call. Streams run one after the other, or concurrently in worker threads when the model is
+not asked to be deterministic (each worker with its own simulators). After each episode its record is
+appended to the run's episode log and the stream's memory state is saved (`run.store`); a killed run
+resumes from there, re-running only the episode that was in flight, whose model calls the response
+cache answers.
+
+Infrastructure errors — a simulator that died or hung, a model server that failed after its restart,
+a code-skill sandbox that broke, any exception of ours — are not outcomes of the agent: the episode is
+logged in `errors.jsonl`, retried once at once, and if it fails again its stream stops there (a
+memory stream cannot skip a task) and the run ends with `IncompleteRun` after the other streams are
+done; the next invocation retries it. They never enter the records that tables are computed from.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..agent import Agent
+from ..envs import EnvPool, canonical_options, parse_task_id
+from ..records import Episode
+from .store import RunDir
+
+
+class IncompleteRun(RuntimeError):
+    """Some episodes ended in infrastructure errors; run again to retry them (nothing else is re-run)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped (Ctrl-C, a Jupyter interrupt); what finished is recorded."""
+
+
+def validate_streams(streams: dict[str, list[str]], env_options: dict | None = None) -> None:
+    """Check every task id before any model call: unknown envs, types, splits or indices fail here."""
+    if not isinstance(streams, dict) or not streams or not any(streams.values()):
+        raise ValueError("no tasks to run: every stream is empty")
+    with EnvPool(env_options) as envs:
+        for name, ids in streams.items():
+            if not isinstance(ids, (list, tuple)):
+                raise ValueError(f"stream {name!r} must be a list of task ids, got {type(ids).__name__}")
+            for task_id in ids:
+                envs.for_task(task_id).task(task_id)
+
+
+def settings_of(agent: Agent, env_options: dict | None, mode: str) -> dict:
+    """What must not change between a run and its resumption: agent config, model, seed, the memory
+    policy with all its parameters, stream mode, env options (in one spelling)."""
+    envs = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
+    return json.loads(json.dumps({"agent": asdict(agent.config), "backend": agent.llm.backend, "seed": agent.llm.seed,
+                                  "memory": agent.memory.settings(), "mode": mode, "env_options": envs},
+                                 sort_keys=True, default=str))
+
+
+def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: Callable[[], Agent],
+                env_options: dict | None = None, workers: int = 1, progress: bool = True,
+                desc: str = "tasks", mode: str = "stream", retries: int = 1) -> pd.DataFrame:
+    """Run (or resume) every stream; return one row per recorded episode of these streams."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    validate_streams(streams, env_options)
+    streams = {name: list(ids) for name, ids in streams.items()}
+    probe = make_agent()  # agent parameters are checked here too, before any stream makes a model call
+    if getattr(probe.llm, "deterministic", False):
+        workers = 1   # one request in flight and one order of requests: a live re-run gives the same records
+    store = RunDir(run_dir)
+    settings = settings_of(probe, env_options, mode)
+    store.check_settings(settings)
+    recorded = _recorded(store, streams)
+    todo = {s: ids for s, ids in streams.items() if len(recorded[s]) < len(ids)}
+    if not todo:   # a replay: read-only, nothing is locked, logged or written
+        return episodes_frame(load_episodes(run_dir, streams))
+    with store:
+        store.check_or_start(settings, streams)
+        recorded = _recorded(store, streams)   # again, under the lock
+        total = sum(len(v) for v in streams.values())
+        done_before = sum(len(v) for v in recorded.values())
+        bar = tqdm(total=total, initial=done_before, desc=desc, disable=not progress, smoothing=0)
+        stop = threading.Event()
+        failed: dict[str, str] = {}
+        lock = threading.Lock()
+        local = threading.local()
+        pools: list[EnvPool] = []
+
+        def pool() -> EnvPool:
+            if not hasattr(local, "pool"):
+                local.pool = EnvPool(env_options)
+                with lock:
+                    pools.append(local.pool)
+            return local.pool
+
+        def run_stream(stream: str, ids: list[str]) -> None:
+            agent = make_agent()
+            agent.stop = stop
+            after, state = store.memory_state(stream)
+            agent.memory.load_state(state)
+            for position in range(len(recorded[stream]), len(ids)):
+                if stop.is_set():
+                    return
+                ep = None
+                for attempt in range(retries + 1):
+                    ep = _attempt(agent, pool(), stream, position, ids[position])
+                    if not ep.error:
+                        break
+                    store.log_error(stream=stream, position=position, task_id=ids[position], attempt=attempt + 1,
+                                    error=ep.error)
+                    agent = make_agent()   # a fresh memory object, reloaded from the last saved state
+                    agent.stop = stop
+                    agent.memory.load_state(store.memory_state(stream)[1])
+                if ep.error:
+                    with lock:
+                        failed[stream] = f"{ids[position]}: {ep.error}"
+                    return
+                store.append_episode(ep)
+                new_state = agent.memory.state()
+                if new_state or after:
+                    store.save_memory(stream, position + 1, new_state)
+                    after = position + 1
+                with lock:
+                    bar.update(1)
+
+        started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S"), time.perf_counter()
+        try:
+            if workers == 1:
+                for s, ids in todo.items():
+                    run_stream(s, ids)
+            else:
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stream") as ex:
+                    futures = [ex.submit(run_stream, s, ids) for s, ids in todo.items()]
+                    try:
+                        for f in as_completed(futures):
+                            f.result()
+                    except BaseException:
+                        stop.set()   # the other workers stop within one agent step
+                        raise
+        except KeyboardInterrupt:
+            stop.set()
+            raise Interrupted(f"stopped; finished episodes are recorded in {run_dir}, run again to resume") from None
+        finally:
+            bar.close()
+            for p in pools:
+                p.close()
+            ran = sum(len(v) for v in _recorded(store, streams).values()) - done_before
+            if ran:
+                store.log_session({"started": started, "elapsed_s": round(time.perf_counter() - t0, 1),
+                                   "workers": workers, "episodes_run": ran, "episodes_total": total,
+                                   "execution": EXECUTION})
+    if failed:
+        raise IncompleteRun(f"{len(failed)} stream(s) stopped at an infrastructure error (details in "
+                            f"{Path(run_dir) / 'errors.jsonl'}); run again to retry them: "
+                            + "; ".join(f"{s} at {e}" for s, e in sorted(failed.items())[:3]))
+    return episodes_frame(load_episodes(run_dir, streams))
+
+
+def _attempt(agent: Agent, pool: EnvPool, stream: str, position: int, task_id: str) -> Episode:
+    """One episode; any exception of ours becomes the episode's error (an infrastructure error)."""
+    from ..llm.cache import CacheError
+    try:
+        env = pool.for_task(task_id)
+        if env.conversational:
+            env.bind_llm(agent.llm)   # τ²-bench's simulated user runs on the agent's backend and cache
+        return agent.run(env, task_id, stream=stream, position=position)
+    except CacheError:
+        raise   # the response cache is broken: stop the run, do not spend model time that cannot be kept
+    except Exception as e:  # noqa: BLE001 — one task's crash must not end the run
+        t = parse_task_id(task_id)
+        return Episode(task_id=task_id, env=t[0], task_type=t[1], split=t[2], agent=agent.config.level,
+                       memory=agent.memory.name, stream=stream, position=position,
+                       error=f"{type(e).__name__}: {e}", stop_reason="error")
+
+
+def _recorded(store: RunDir, streams: dict[str, list[str]]) -> dict[str, list[dict]]:
+    """Per stream, its recorded episodes in order: positions 0.. without gaps, only for the requested task
+    ids, and for a memory stream only as far as its saved memory state goes."""
+    got = store.episode_dicts()
+    out = {}
+    for s, ids in streams.items():
+        limit = len(ids)
+        if (store.path / "memory" / f"{s}.json").exists():
+            limit = min(limit, store.memory_state(s)[0])
+        eps = []
+        for position in range(limit):
+            d = got.get((s, position))
+            if d is None or d.get("task_id") != ids[position]:
+                break
+            eps.append(d)
+        out[s] = eps
+    return out
+
+
+# Names this process in sessions.jsonl, so live time is measured per execution (see live_minutes).
+EXECUTION = f"{os.getpid()}-{time.time_ns()}"
+
+
+def run_sessions(run_dir: str | Path) -> pd.DataFrame:
+    """The invocations of a run that ran episodes: when, how long, how many."""
+    path = Path(run_dir) / "sessions.jsonl"
+    return pd.read_json(path, lines=True) if path.exists() and path.stat().st_size else pd.DataFrame()
+
+
+def live_minutes(sessions: pd.DataFrame) -> float:
+    """Wall-clock minutes that ran episodes: per execution (one process, e.g. one papermill run of a
+    chapter), from its first to its last invocation that ran episodes — so the work between stages
+    counts and overlaps count once —, summed over executions (a later resume adds its own span, not
+    the hours in between). Sessions recorded before executions were named count as one execution."""
+    live = sessions[sessions["episodes_run"] > 0] if len(sessions) else sessions
+    if not len(live):
+        return 0.0
+    start = pd.to_datetime(live["started"])
+    end = start + pd.to_timedelta(live["elapsed_s"], unit="s")
+    execution = live["execution"].fillna("") if "execution" in live else pd.Series("", index=live.index)
+    spans = pd.DataFrame({"start": start, "end": end, "execution": execution}).groupby("execution")
+    return float(sum((g.end.max() - g.start.min()).total_seconds() for _, g in spans) / 60)
+
+
+def load_episodes(run_dir: str | Path, streams: dict[str, list[str]] | list[str] | None = None) -> list[Episode]:
+    """The recorded episodes of a run directory, stream by stream in order: of the given streams (a
+    mapping to their task ids, or names), else of every stream in its manifest."""
+    store = RunDir(run_dir)
+    m = store.manifest()
+    if m is None:
+        return []
+    if streams is None:
+        streams = m["streams"]
+    elif not isinstance(streams, dict):
+        streams = {s: m["streams"].get(s, []) for s in streams}
+    return [Episode.from_dict(d) for eps in _recorded(store, streams).values() for d in eps]
+
+
+def final_memory(run_dir: str | Path, stream: str = "stream") -> dict:
+    """The memory state a stream ended with (e.g. its skill library), {} when it has none."""
+    return RunDir(run_dir).memory_state(stream)[1]
+
+
+def episodes_frame(episodes: list[Episode]) -> pd.DataFrame:
+    return pd.DataFrame([e.row() for e in episodes])
+
+
+def independent_streams(task_ids: list[str], prefix: str = "t") -> dict[str, list[str]]:
+    """Without memory every task is its own stream, so all of them may run concurrently."""
+    return {f"{prefix}{i:04d}": [t] for i, t in enumerate(task_ids)}
