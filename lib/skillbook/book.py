@@ -198,8 +198,8 @@ def build(profile: str = CANONICAL_PROFILE, output: Path | None = None, root: Pa
 class Lab:
     """One chapter run: its run directory, its response cache, its model, its environments, its clock.
 
-    `finish()` writes the cache's text form (responses.jsonl) beside the records and returns the
-    table every executed chapter ends with: model, backend, cache hits, wall time.
+    `finish()` appends the cache's new entries to its text form (responses/NNNNNN.jsonl.gz) beside the
+    records and returns the table every executed chapter ends with: model, backend, cache hits, wall time.
     """
 
     def __init__(self, chapter: str, profile: str = CANONICAL_PROFILE, backend: str | None = None,
