@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from skillbook.book import ProfileError, declared_parameters, execute, load_profile, profiles, project_root, toc_chapters
+from skillbook.llm.cache import export_files, read_export
 
 ROOT = project_root()
 SOURCES = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -60,8 +61,8 @@ def test_chapter_executes_under_the_smoke_profile(chapter, smoke_run):
     summary = json.loads(summary_path.read_text())
     assert summary["backend"] == load_profile("smoke")["backend"]
     assert summary["errors"] == 0
-    exported = summary_path.parent / "responses.jsonl"
-    assert exported.exists() and len(exported.read_text().splitlines()) >= summary["live_calls"]
+    exported = export_files(summary_path.parent)   # the cache's text form: responses/NNNNNN.jsonl.gz
+    assert exported and sum(1 for p in exported for _ in read_export(p)) >= summary["live_calls"]
 
 
 @pytest.mark.integration

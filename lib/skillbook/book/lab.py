@@ -16,8 +16,8 @@ class Lab:
     """One chapter run: its run directory, its response cache, its model, its clock.
 
     `root` is the profile's folder of records (`runs/<profile>`, or `runs_root` when a chapter is
-    re-executed elsewhere); `run_dir` is this chapter's folder in it. `finish()` saves the response
-    cache's new entries beside the records and returns the table every executed chapter ends with.
+    re-executed elsewhere); `run_dir` is this chapter's folder in it. `finish()` appends the response
+    cache's new entries to its text form (responses/NNNNNN.jsonl.gz) beside the records and returns the table every executed chapter ends with.
     A replay (every answer from the cache, no episode run) writes nothing.
     """
 
