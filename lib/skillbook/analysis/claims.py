@@ -1,0 +1,180 @@
+"""Claims tables: the one place where a chapter's measurements become verdicts on the paper's claims.
+
+A chapter names its primary contrast(s) before it shows results. Every other claim in its table is
+secondary, and the secondary claims' p-values are Holm-adjusted together (`stats.holm`), so the table as a
+whole does not find more "supported" claims than chance would give. A primary claim is tested on its own
+at α (several primaries are each tested at α: naming them in advance is what licenses that).
+
+Verdict of one claim, with p' = its own p (primary) or its Holm-adjusted p (secondary):
+
+    supported      p' < α and the estimate has the paper's sign
+    contradicted   p' < α and the estimate has the opposite sign
+    not resolved   otherwise; shown with the minimum detectable effect at this n (80% power, α),
+                   "not resolved (MDE ±x)", so a reader sees how large an effect the run could have found
+    not tested     the measurement has no p at all (a descriptive number); `note` says what was observed
+                   (a test that could not run, p = NaN, counts as not resolved)
+
+The verdict follows the test, not the interval. The interval shown is the unadjusted 95% interval of the
+estimate; for a secondary claim it can exclude 0 while the Holm-adjusted test does not reject, and for a
+0/1 metric at small n Newcombe's interval can exclude 0 while the exact McNemar test does not (4 of 9
+pairs discordant, all one way: interval ≈ [+0.02, +0.70], p = 0.125). In both cases the verdict is
+"not resolved", because the test is the procedure whose error rate is controlled.
+
+Usage:
+
+    claims = [Claim("memory helps", paper="+1.9 pp", expected_sign=+1, primary=True,
+                    result=paired_difference(df, "condition", "none", "memory")), ...]
+    table = claims_table(claims)          # numbers, for code
+    display(render_claims(table))         # strings, for the page
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .stats import holm, mde_from_ci
+
+_ESTIMATE_KEYS = ("estimate", "difference", "rho", "slope")
+_P_KEYS = ("p", "mcnemar_p")
+_N_KEYS = ("n_tasks", "n")
+
+
+@dataclass
+class Claim:
+    """One claim of a paper and what this book measured for it.
+
+    name: the claim in words ("memory helps at the subtask level").
+    paper: what the paper reports ("+1.9 pp", "ρ = 0.6"), shown next to the measurement.
+    expected_sign: +1 when the paper's claim is that the estimate is positive, −1 negative.
+    primary: named before the results as a primary contrast (tested at α without adjustment).
+    result: the measurement, a mapping with the estimate under `estimate`, `difference`, `rho` or `slope`,
+        and optionally `ci_low`, `ci_high`, `p`, `mde`, `n` / `n_tasks`, `n_clusters` — what
+        `paired_difference`, `spearman_ci`, `cluster_slope` and `bootstrap_difference` return.
+    note: free text for the table (e.g. what a descriptive claim showed).
+    """
+
+    name: str
+    paper: str
+    expected_sign: int
+    primary: bool
+    result: Mapping = field(default_factory=dict)
+    note: str = ""
+
+    def __post_init__(self):
+        if self.expected_sign not in (1, -1):
+            raise ValueError(f"expected_sign must be +1 or -1, got {self.expected_sign!r} ({self.name})")
+
+
+def _get(result: Mapping, keys, default=float("nan")):
+    for k in keys:
+        if k in result and result[k] is not None:
+            return result[k]
+    return default
+
+
+def _num(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _decimals(*values: float) -> int:
+    """2 decimals below 10; from 10 up, enough for 3 significant figures of the largest value."""
+    finite = [abs(v) for v in values if v is not None and math.isfinite(v)]
+    top = max(finite, default=0.0)
+    return 2 if top < 10 else max(0, 2 - math.floor(math.log10(top)))
+
+
+def _fmt(x: float, signed: bool = True, decimals: int | None = None) -> str:
+    """+0.12 / −0.03 with a true minus sign; 'n/a' for NaN, ∞ for infinity."""
+    if x is None or math.isnan(x):
+        return "n/a"
+    if math.isinf(x):
+        return ("+" if x > 0 and signed else "−" if x < 0 else "") + "∞"
+    d = _decimals(x) if decimals is None else decimals
+    s = f"{x:+.{d}f}" if signed else f"{abs(x):.{d}f}"
+    return s.replace("-", "−")
+
+
+def _fmt_p(p: float) -> str:
+    if p is None or math.isnan(p):
+        return "—"
+    if p < 0.001:
+        return "<0.001"
+    return f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+
+
+def _mde_text(mde: float, n) -> str:
+    if mde is None or math.isnan(mde):
+        return "not resolved (MDE n/a)"
+    if math.isinf(mde):
+        return f"not resolved (no effect detectable at n = {n})"
+    return f"not resolved (MDE ±{_fmt(mde, signed=False)})"
+
+
+def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """One row per claim: claim, role (primary / secondary), paper, n, n_clusters, estimate, ci_low, ci_high,
+    p, p_holm, mde, verdict, note.
+
+    p_holm is Holm's adjustment across the secondary claims that have a p (NaN for primary claims, which
+    are decided on their own p). The verdict rule is in the module docstring. The MDE is the result's
+    own `mde` (exact for `paired_difference` on a 0/1 metric) or, when absent, the approximation
+    `stats.mde_from_ci` from its 95% interval; its power is `power`.
+    """
+    rows = []
+    for c in claims:
+        r = dict(c.result) if c.result is not None else {}
+        lo, hi = _num(r.get("ci_low")), _num(r.get("ci_high"))
+        mde = _num(r["mde"]) if r.get("mde") is not None else mde_from_ci(lo, hi, alpha=alpha, power=power)
+        rows.append({"claim": c.name, "role": "primary" if c.primary else "secondary", "paper": c.paper,
+                     "n": _get(r, _N_KEYS, np.nan), "n_clusters": r.get("n_clusters", np.nan),
+                     "estimate": _num(_get(r, _ESTIMATE_KEYS)), "ci_low": lo, "ci_high": hi,
+                     "p": _num(_get(r, _P_KEYS)), "mde": mde, "expected_sign": c.expected_sign, "note": c.note,
+                     "tested": any(k in r for k in _P_KEYS)})
+    t = pd.DataFrame(rows, columns=["claim", "role", "paper", "n", "n_clusters", "estimate", "ci_low", "ci_high",
+                                    "p", "mde", "expected_sign", "note", "tested"])
+    secondary = (t["role"] == "secondary").to_numpy()
+    t["p_holm"] = np.nan
+    if secondary.any():
+        t.loc[secondary, "p_holm"] = holm(t.loc[secondary, "p"].to_numpy(dtype=float))
+    decide = np.where(secondary, t["p_holm"], t["p"])
+    verdicts = []
+    for (_, row), p in zip(t.iterrows(), decide):
+        if not row["tested"]:
+            verdicts.append("not tested")
+        elif p < alpha and np.sign(row["estimate"]) == row["expected_sign"]:
+            verdicts.append("supported")
+        elif p < alpha and np.sign(row["estimate"]) == -row["expected_sign"]:
+            verdicts.append("contradicted")
+        else:
+            verdicts.append(_mde_text(row["mde"], row["n"]))
+    t["verdict"] = verdicts
+    return t[["claim", "role", "paper", "n", "n_clusters", "estimate", "ci_low", "ci_high", "p", "p_holm", "mde",
+              "expected_sign", "verdict", "note"]]
+
+
+def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.DataFrame:
+    """The claims table as strings for a notebook: claim, role, paper, n, 'measured [95% CI]' such as
+    "+0.12 [−0.03, +0.27]", p, p (Holm), MDE, verdict, note. Accepts a `claims_table` frame or the claims."""
+    if not isinstance(table, pd.DataFrame):
+        table = claims_table(table, alpha=alpha)
+    rows = []
+    for _, r in table.iterrows():
+        d = _decimals(r["estimate"], r["ci_low"], r["ci_high"])
+        est = _fmt(r["estimate"], decimals=d)
+        if not (math.isnan(r["ci_low"]) or math.isnan(r["ci_high"])):
+            est += f" [{_fmt(r['ci_low'], decimals=d)}, {_fmt(r['ci_high'], decimals=d)}]"
+        n = "" if pd.isna(r["n"]) else f"{int(r['n'])}"
+        if not pd.isna(r["n_clusters"]):
+            n += f" ({int(r['n_clusters'])} clusters)"
+        rows.append({"claim": r["claim"], "role": r["role"], "paper": r["paper"], "n": n, "measured [95% CI]": est,
+                     "p": _fmt_p(r["p"]), "p (Holm)": _fmt_p(r["p_holm"]),
+                     "MDE": "" if math.isnan(r["mde"]) else "±" + _fmt(r["mde"], signed=False),
+                     "verdict": r["verdict"], "note": r["note"]})
+    return pd.DataFrame(rows, columns=["claim", "role", "paper", "n", "measured [95% CI]", "p", "p (Holm)", "MDE",
+                                       "verdict", "note"])

@@ -1,0 +1,88 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from skillbook.analysis import Claim, claims_table, holm, paired_difference, render_claims, spearman_ci
+from skillbook.analysis.stats import mde_from_ci
+
+
+def _r(estimate, p, lo=-1.0, hi=1.0, mde=0.3, n=20):
+    return {"difference": estimate, "ci_low": lo, "ci_high": hi, "p": p, "mde": mde, "n_tasks": n}
+
+
+def test_primary_claims_keep_their_p_and_secondary_claims_are_holm_adjusted():
+    claims = [Claim("primary helps", "+1.9 pp", +1, True, _r(0.10, 0.03, 0.01, 0.2)),
+              Claim("s1", "+5 pp", +1, False, _r(0.20, 0.01, 0.05, 0.35)),
+              Claim("s2", "+3 pp", +1, False, _r(0.15, 0.04, 0.01, 0.3)),
+              Claim("s3", "−2 pp", -1, False, _r(0.12, 0.03, 0.01, 0.25))]
+    t = claims_table(claims).set_index("claim")
+    assert t.loc["primary helps", "role"] == "primary" and np.isnan(t.loc["primary helps", "p_holm"])
+    assert t.loc["primary helps", "verdict"] == "supported"                     # p = 0.03 < 0.05, unadjusted
+    # Holm over the three secondaries: 0.01·3 = 0.03, then max(0.03·2, 0.03) = 0.06, max(0.04·1, 0.06) = 0.06
+    assert t.loc[["s1", "s3", "s2"], "p_holm"].tolist() == pytest.approx([0.03, 0.06, 0.06])
+    assert t.loc["s1", "verdict"] == "supported"
+    # raw p = 0.04 and an interval that excludes 0, but after Holm: not resolved, with the MDE
+    assert t.loc["s2", "verdict"] == "not resolved (MDE ±0.30)"
+    assert t.loc["s3", "verdict"] == "not resolved (MDE ±0.30)"
+
+
+def test_contradicted_and_the_sign_rule():
+    t = claims_table([Claim("memory hurts", "−4 pp", -1, True, _r(0.2, 0.001)),
+                      Claim("memory helps", "+4 pp", +1, True, _r(0.2, 0.001)),
+                      Claim("zero", "+4 pp", +1, True, _r(0.0, 0.001))])
+    assert t.verdict.tolist()[:2] == ["contradicted", "supported"]
+    assert t.verdict.iloc[2].startswith("not resolved")
+
+
+def test_the_exact_test_decides_when_newcombe_excludes_zero():
+    df = pd.DataFrame({"task_id": list(range(9)) * 2, "cond": ["none"] * 9 + ["memory"] * 9,
+                       "success": [0, 0, 0, 0, 1, 1, 0, 0, 0] + [1, 1, 1, 1, 1, 1, 0, 0, 0]})
+    d = paired_difference(df, "cond", "none", "memory")
+    assert d["ci_low"] > 0 and d["p"] == 0.125
+    t = claims_table([Claim("memory helps", "+10 pp", +1, True, d)])
+    assert t.verdict.iloc[0] == "not resolved (MDE ±0.73)" and t.n.iloc[0] == 9
+    assert t.estimate.iloc[0] == pytest.approx(4 / 9) and t.p.iloc[0] == 0.125
+
+
+def test_generic_results_descriptive_claims_and_mde_fallback():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=30)
+    rho = spearman_ci(x, x + rng.normal(size=30), groups=np.repeat(np.arange(10), 3), n_boot=2000)
+    slope = {"slope": 0.05, "ci_low": -0.02, "ci_high": 0.12, "p": 0.2, "n": 120, "n_clusters": 30}
+    t = claims_table([Claim("judge agrees", "ρ > 0", +1, False, rho),
+                      Claim("utility slope", "+", +1, False, slope),
+                      Claim("compression 10–20×", "10–20×", +1, False, {"estimate": 14.2}, note="in range"),
+                      Claim("failed test", "+", +1, False, {"estimate": np.nan, "p": np.nan})])
+    t = t.set_index("claim")
+    assert t.loc["judge agrees", "estimate"] == rho["rho"] and t.loc["judge agrees", "n"] == 30
+    assert t.loc["judge agrees", "n_clusters"] == 10
+    assert t.loc["utility slope", "mde"] == pytest.approx(mde_from_ci(-0.02, 0.12))   # no mde given: from the CI
+    assert t.loc["utility slope", "n_clusters"] == 30
+    assert t.loc["compression 10–20×", "verdict"] == "not tested"
+    assert np.isnan(t.loc["compression 10–20×", "p_holm"])
+    assert t.loc["compression 10–20×", "note"] == "in range"
+    assert t.loc["failed test", "verdict"] == "not resolved (MDE n/a)"
+    # the untested claim does not enlarge the Holm family; the failed one (p NaN) does not either
+    assert t.loc["utility slope", "p_holm"] == pytest.approx(holm([rho["p"], 0.2])[1])
+
+
+def test_infinite_mde_and_validation():
+    t = claims_table([Claim("tiny run", "+", +1, True, _r(0.2, 1.0, mde=math.inf, n=4))])
+    assert t.verdict.iloc[0] == "not resolved (no effect detectable at n = 4)"
+    with pytest.raises(ValueError, match="expected_sign"):
+        Claim("x", "+", 0, True, {})
+    assert claims_table([]).empty
+
+
+def test_render_claims_formats_for_the_page():
+    claims = [Claim("memory helps", "+1.9 pp", +1, True, _r(0.12, 0.2, -0.03, 0.27, mde=0.31)),
+              Claim("fewer steps", "−3 steps", -1, False, {"difference": -12.5, "ci_low": -20.5, "ci_high": -4.0,
+                                                           "p": 0.004, "mde": 8.0, "n": 30, "n_clusters": 10})]
+    r = render_claims(claims)
+    assert r["measured [95% CI]"].tolist() == ["+0.12 [−0.03, +0.27]", "−12.5 [−20.5, −4.0]"]
+    assert r.verdict.tolist() == ["not resolved (MDE ±0.31)", "supported"]
+    assert r["p"].tolist() == ["0.20", "0.004"] and r["p (Holm)"].tolist() == ["—", "0.004"]
+    assert r["MDE"].tolist() == ["±0.31", "±8.00"] and r.n.tolist() == ["20", "30 (10 clusters)"]
+    assert render_claims(claims_table(claims)).equals(r)
