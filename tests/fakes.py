@@ -21,13 +21,15 @@ from skillbook.llm import Completion, ResponseCache
 class FakeWorld:
     name = "fake"
     conversational = False
+    gold_depends_on_history = False
+    TASK_TEXT = "instruction+observation"
     TASK_TYPES = ("count", "fetch")
     N = 40                               # tasks per type and split
     crash = {}                           # class-wide: task id → step index at which the "simulator" dies
     hang = set()
 
     def __init__(self, **options):
-        self.options = options
+        self.options = dict(options)
         self.current: Task | None = None
         self.closed = False
 

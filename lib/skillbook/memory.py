@@ -2,6 +2,7 @@
 
     retrieve(query, context) -> [Skill]       before the task (task level) or each subtask (subtask level)
     write(trajectory, context) -> [Skill]     after the task or each subtask (`records.Trajectory`)
+    finish(episode, context)                  when the episode has ended (its final outcome is known)
 
 `context` describes the task: task_id, task_type, env, level, position (in the stream), instruction,
 observation (the first one). State is saved with every checkpoint (`state()` / `load_state()`), so a
@@ -50,6 +51,9 @@ class MemoryPolicy:
 
     def write(self, trajectory: Trajectory, context: dict) -> list[Skill]:
         return []
+
+    def finish(self, episode, context: dict) -> None:
+        """After the episode: its final outcome is known (e.g. to label the skills it wrote)."""
 
     def state(self) -> dict:
         return {}
@@ -131,6 +135,9 @@ class PlaceboMemory(MemoryPolicy):
         written = self.inner.write(trajectory, context)
         self._calls = (self._calls or []) + self.inner.pop_calls()
         return written
+
+    def finish(self, episode, context: dict) -> None:
+        self.inner.finish(episode, context)
 
     def pop_calls(self) -> list:
         return super().pop_calls() + self.inner.pop_calls()

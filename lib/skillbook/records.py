@@ -60,6 +60,7 @@ class SubTrajectory:
     stop_reason: str = ""         # subtask_done | env_done | step_budget | loop | error
     retrieved: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
+    query: str = ""               # what memory was asked with (records before it existed: the description)
 
 
 @dataclass

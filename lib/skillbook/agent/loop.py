@@ -14,15 +14,18 @@ summarizer: `memory.retrieve(instruction)` before, `memory.write(τ)` after. Sam
 """
 from __future__ import annotations
 
+import json
+import threading
 import time
 from dataclasses import asdict, dataclass
 
+from ..envs import make_env
 from ..envs.base import Env, EnvError, Task
 from ..llm import LLM, Completion, LLMError
 from ..memory import MemoryPolicy, NoMemory
 from ..records import Call, Episode, Step, SubTrajectory
 from ..text import cut
-from .parsing import match_action, parse_reply, suggestions
+from .parsing import match_action, normalize, parse_reply, suggestions
 from .planner import PLANNERS, template
 
 LEVELS = tuple(PLANNERS)
@@ -64,7 +67,6 @@ class Agent:
         self.memory = memory or NoMemory()
         self.planner = PLANNERS[self.config.level](self.config)
         self.stop = None   # a threading.Event: when set, the episode stops before its next model call
-        self._examples: dict[tuple, str] = {}
 
     # -- the episode ----------------------------------------------------------------------------------
     def run(self, env: Env, task: Task | str, *, stream: str = "", position: int = 0) -> Episode:
@@ -81,7 +83,9 @@ class Agent:
             obs = env.reset(task)
             self._env_calls(env, ep)
             ep.instruction = env.instruction
-            self._loop(env, task, ep, obs, example)
+            context = self._loop(env, task, ep, obs, example)
+            self.memory.finish(ep, context)
+            ep.calls += self.memory.pop_calls()
             if env.conversational:
                 ep.transcript = env.conversation()
         except (EnvError, LLMError) as e:
@@ -96,8 +100,9 @@ class Agent:
         ep.wall_s = time.perf_counter() - t0
         return ep
 
-    def _loop(self, env: Env, task: Task, ep: Episode, obs: str, example: str) -> None:
-        """plan → retrieve → execute → summarise → write, once per subtask (once at task level)."""
+    def _loop(self, env: Env, task: Task, ep: Episode, obs: str, example: str) -> dict:
+        """plan → retrieve → execute → summarise → write, once per subtask (once at task level); returns
+        the task context memory saw."""
         cfg, planner = self.config, self.planner
         summary = ""
         context = {"task_id": task.id, "task_type": task.task_type, "env": task.env, "level": cfg.level,
@@ -106,16 +111,17 @@ class Agent:
             steps_left = cfg.max_steps - len(ep.steps)
             if steps_left <= 0:
                 ep.stop_reason = "step_budget"
-                return
+                return context
             planned = planner.next_subtask(self, ep, summary, obs, steps_left)
             if planned is None:
                 ep.stop_reason = "planner_done"
-                return
+                return context
             description, budget = planned
-            skills = self.memory.retrieve(description, context)
+            query = planner.query(description, context)
+            skills = self.memory.retrieve(query, context)
             ep.calls += self.memory.pop_calls()
             sub = SubTrajectory(index=k, description=description, start=len(ep.steps),
-                                retrieved=[s.id for s in skills])
+                                retrieved=[s.id for s in skills], query=query)
             ep.subtasks.append(sub)
             ep.retrieved += sub.retrieved
             obs = self._execute(env, ep, sub, summary, obs, skills, example, budget)
@@ -127,8 +133,9 @@ class Agent:
             ep.written += sub.written
             if sub.stop_reason == "env_done":
                 ep.stop_reason = sub.stop_reason
-                return
+                return context
         ep.stop_reason = planner.out_of_subtasks(sub)
+        return context
 
     # -- executor: ReAct on one (sub)task, append-only conversation ----------------------------------
     def _execute(self, env, ep: Episode, sub: SubTrajectory, summary: str, obs: str, skills, example: str,
@@ -146,8 +153,9 @@ class Agent:
         messages = [{"role": "system", "content": template("executor_system").format(finish_rule=finish_rule).strip()},
                     {"role": "user", "content": first.strip()}]
         shown_actions = set(valid)
-        stuck = 0               # consecutive invalid, blocked or repeated actions
+        stuck = 0               # consecutive invalid, blocked or repeated actions (and repeated useless macro calls)
         last_before = None      # the observation before the last environment step
+        last_macro = None       # (call, observation after it) of the last code-skill call
         while len(ep.steps) - sub.start < budget:
             c = self.call("executor", ep, messages)
             is_valid = lambda a, valid=valid: self._match(env, a, valid) is not None  # noqa: E731
@@ -173,7 +181,13 @@ class Agent:
                     return obs
                 valid = env.valid_actions()
                 messages.append({"role": "user", "content": text})
-                stuck = 0
+                # The same call again with nothing changed is a loop like any repeated action.
+                this = (normalize(parsed.action), text)
+                stuck = stuck + 1 if this == last_macro else 0
+                last_macro = this
+                if stuck >= cfg.loop_patience:
+                    sub.stop_reason = "loop"
+                    return obs
                 self._trim(messages, c)
                 continue
             action = self._match(env, parsed.raw_action or parsed.action if env.conversational
@@ -309,22 +323,39 @@ class Agent:
         cfg = self.config
         if cfg.n_examples == 0:
             return ""
-        key = (env.name, task.task_type, cfg.n_examples, cfg.example_steps)
-        if key not in self._examples:
-            blocks = []
-            for i in range(cfg.n_examples):
-                train = env.task(f"{task.env}/{task.task_type}/train/{i}")
-                gold = env.gold_actions(train)
-                obs = env.reset(train)
-                lines = [f"Example task: {env.instruction}", f"Observation: {cut(obs, 200)}"]
-                for action in gold[: cfg.example_steps]:
-                    r = env.step(action)
-                    lines += [f"Action: {action}", f"Observation: {cut(r.observation, 120)}"]
-                if len(gold) > cfg.example_steps:
-                    lines.append("(… the example continues until the task is complete.)")
-                blocks.append("\n".join(lines))
-            self._examples[key] = "\n\n".join(blocks) + "\n(End of example.)"
-        return self._examples[key]
+        key = (env.name, json.dumps(env.options, sort_keys=True, default=str), task.task_type, cfg.n_examples,
+               cfg.example_steps)
+        with _EXAMPLES_LOCK:
+            if key not in _EXAMPLES:
+                # A simulator whose gold paths depend on what it ran before gets a fresh one, so the example
+                # (and every prompt after it) is the same in every run.
+                source = make_env(env.name, **env.options) if env.gold_depends_on_history else env
+                try:
+                    _EXAMPLES[key] = _examples(source, task, cfg.n_examples, cfg.example_steps)
+                finally:
+                    if source is not env:
+                        source.close()
+        return _EXAMPLES[key]
+
+
+_EXAMPLES: dict[tuple, str] = {}   # the example text is a pure function of its key: computed once per process
+_EXAMPLES_LOCK = threading.Lock()
+
+
+def _examples(env: Env, task: Task, n: int, steps: int) -> str:
+    blocks = []
+    for i in range(n):
+        train = env.task(f"{task.env}/{task.task_type}/train/{i}")
+        gold = env.gold_actions(train)
+        obs = env.reset(train)
+        lines = [f"Example task: {env.instruction}", f"Observation: {cut(obs, 200)}"]
+        for action in gold[:steps]:
+            r = env.step(action)
+            lines += [f"Action: {action}", f"Observation: {cut(r.observation, 120)}"]
+        if len(gold) > steps:
+            lines.append("(… the example continues until the task is complete.)")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n(End of example.)"
 
 
 def _block(text: str) -> str:

@@ -8,6 +8,7 @@ The loop (`agent.loop.Agent`) is the same for both: plan → retrieve → execut
 """
 from __future__ import annotations
 
+from ..envs.tasks import task_query
 from ..prompts import load
 from ..records import Episode, SubTrajectory, Trajectory, render_steps
 from ..text import cut
@@ -32,6 +33,12 @@ class TaskPlanner:
     def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int):
         """(description, step budget) of the next subtask, or None when the task is done."""
         return ep.instruction, steps_left
+
+    def query(self, description: str, context: dict) -> str:
+        """What memory is asked with: at task level the task as its env names it (instruction and first
+        observation: a TextWorldExpress instruction is one sentence per game, so alone it would make
+        every task of a game retrieve the same skills)."""
+        return task_query(context["env"], context["instruction"], context["observation"])
 
     def header(self, summary: str, sub: SubTrajectory) -> str:
         """What the executor's first message says about the subtask."""
@@ -65,6 +72,9 @@ class SubtaskPlanner(TaskPlanner):
         if not text or text.strip(" .").upper() in ("DONE", "TASK DONE", "COMPLETE"):
             return None
         return text, min(steps_left, self.config.max_subtask_steps)
+
+    def query(self, description: str, context: dict) -> str:
+        return description
 
     def header(self, summary: str, sub: SubTrajectory) -> str:
         return f"Progress so far: {summary or 'nothing yet'}\nYour current subtask: {sub.description}\n"

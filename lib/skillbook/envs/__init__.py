@@ -7,7 +7,8 @@ from .jvm import JAVA_MISSING, require_java
 from .pool import EnvPool
 from .scienceworld import ScienceWorld
 from .tau2 import Tau2Bench
-from .tasks import TASK_TEXTS, parse_task_types, require_splits, sample_tasks, task_frame, task_texts
+from .tasks import (TASK_TEXTS, parse_task_types, require_splits, sample_tasks, task_frame, task_query, task_text,
+                    task_texts)
 from .textworld_express import TextWorldExpress
 
 ENVS = {"sciworld": ScienceWorld, "twx": TextWorldExpress, "tau2": Tau2Bench}
@@ -27,6 +28,6 @@ def canonical_options(name: str, options: dict) -> dict:
 
 
 __all__ = ["SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
-           "task_frame", "task_texts", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
+           "task_frame", "task_texts", "task_text", "task_query", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
            "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
            "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options"]

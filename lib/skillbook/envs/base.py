@@ -70,10 +70,16 @@ class Env(Protocol):
     """What an agent needs from a benchmark. One instance holds one simulator (one JVM) and is reused.
 
     `conversational` is True for benchmarks whose episode is a conversation with a simulated user
-    (τ²-bench); such an env also provides the `Conversational` methods below."""
+    (τ²-bench); such an env also provides the `Conversational` methods below. `TASK_TEXT` says what
+    stands for a task when it is compared with skills: an instruction alone does not identify the task
+    when it is one sentence per task type (TextWorldExpress) or one policy per domain (τ²-bench), so the
+    first observation is part of it."""
 
     name: str
     conversational: bool
+    gold_depends_on_history: bool   # the gold path of a task changes with what the simulator ran before
+    options: dict                   # the constructor options (make_env(name, **options) makes an equal env)
+    TASK_TEXT: str                  # how a task is named for retrieval: "instruction+observation" | "observation+instruction"
 
     def task_types(self) -> list[str]: ...
     def tasks(self, split: str, task_types: list[str] | None = None) -> list[Task]: ...

@@ -31,6 +31,8 @@ class JavaEnv:
 
     name = ""
     conversational = False
+    gold_depends_on_history = False
+    TASK_TEXT = "instruction+observation"
     TASK_TYPES: tuple[str, ...] = ()
 
     def __init__(self, step_limit: int = 1000):

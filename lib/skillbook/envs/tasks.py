@@ -55,6 +55,19 @@ def task_frame(task_ids: list[str], env_options: dict | None = None) -> pd.DataF
 TASK_TEXTS = ("instruction", "instruction+observation", "observation+instruction")
 
 
+def task_text(instruction: str, observation: str, kind: str) -> str:
+    """The text that stands for a task (see `task_texts`)."""
+    ins, obs = instruction.strip(), observation.strip()
+    return {"instruction": ins, "instruction+observation": ins + "\n" + obs,
+            "observation+instruction": obs + "\n" + ins}[kind]
+
+
+def task_query(env_name: str, instruction: str, observation: str) -> str:
+    """What a task-level agent retrieves skills with: the task as its env names it (`Env.TASK_TEXT`)."""
+    from . import ENVS
+    return task_text(instruction, observation, getattr(ENVS.get(env_name), "TASK_TEXT", "instruction+observation"))
+
+
 def task_texts(task_ids: list[str], env_options: dict | None = None, kind: str = "instruction+observation",
                llm=None) -> dict[str, str]:
     """task id → the text that stands for the task when skills are compared with tasks.
@@ -71,10 +84,8 @@ def task_texts(task_ids: list[str], env_options: dict | None = None, kind: str =
     with EnvPool(env_options, llm=llm) as envs:
         for t in dict.fromkeys(task_ids):
             env = envs.for_task(t)
-            obs = env.reset(t).strip()
-            ins = env.instruction.strip()
-            out[t] = {"instruction": ins, "instruction+observation": ins + "\n" + obs,
-                      "observation+instruction": obs + "\n" + ins}[kind]
+            obs = env.reset(t)
+            out[t] = task_text(env.instruction, obs, kind)
     return out
 
 
@@ -85,4 +96,5 @@ def require_splits(tasks: dict[str, list[str]], needed: tuple[str, ...], who: st
         raise ValueError(f"{who} needs {', '.join(needed)} tasks; missing: {missing}")
 
 
-__all__ = ["parse_task_types", "sample_tasks", "task_frame", "task_texts", "TASK_TEXTS", "require_splits"]
+__all__ = ["parse_task_types", "sample_tasks", "task_frame", "task_texts", "TASK_TEXTS", "task_text", "task_query",
+           "require_splits"]

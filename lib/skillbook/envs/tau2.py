@@ -71,12 +71,16 @@ class Tau2Bench:
 
     name = "tau2"
     conversational = True
+    gold_depends_on_history = False
+    TASK_TEXT = "observation+instruction"   # the instruction is the long domain policy, the same for every task
     TASK_TYPES = DOMAINS
 
     def __init__(self, user_backend: str | None = None, user_max_tokens: int = 120, user_temperature: float = 0.0):
         self.user_backend = user_backend
         self.user_max_tokens = user_max_tokens
         self.user_temperature = user_temperature
+        self.options = {"user_backend": user_backend, "user_max_tokens": user_max_tokens,
+                        "user_temperature": user_temperature}
         self._llm = None
         self.user_calls: list = []         # the simulated user's completions (the agent loop adds them to the episode)
         self._tasks: dict[tuple[str, str], list] = {}

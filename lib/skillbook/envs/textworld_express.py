@@ -45,6 +45,10 @@ class TextWorldExpress(JavaEnv):
             raise TaskIdError(f"game_params for unknown games {sorted(unknown)}; valid: {', '.join(GAMES)}")
         self._loaded: str | None = None
 
+    @property
+    def options(self) -> dict:
+        return {"step_limit": self.step_limit, "game_params": dict(self.game_params)}
+
     @staticmethod
     def canonical_options(options: dict) -> dict:
         """game_params in the benchmark's string form, whichever form the caller used."""

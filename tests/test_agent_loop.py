@@ -1,0 +1,85 @@
+"""The agent loop's control flow on the FAKE world and model: the task-level retrieval query, the loop guard
+for repeated code-skill calls, the end-of-episode hook; and (real simulator) examples that do not depend
+on what ScienceWorld ran before."""
+import pytest
+
+from fakes import FakeModel, FakeWorld
+from skillbook.agent import Agent, AgentConfig
+from skillbook.memory import MemoryPolicy
+from skillbook.skills import Skill
+
+
+class Recorder(MemoryPolicy):
+    """Remembers what it was asked and offers one code skill."""
+    name = "recorder"
+
+    def __init__(self, body="def idle(env):\n    env.step('look around')\n"):
+        self.queries, self.finished, self.body = [], [], body
+
+    def retrieve(self, query, context):
+        self.queries.append(query)
+        return [Skill("c1", "look around once", self.body, "code", extra={"function": "idle"})]
+
+    def callable_code(self, name):
+        return [self.body] if name == "idle" else None
+
+    def finish(self, episode, context):
+        self.finished.append((episode.task_id, episode.success))
+
+
+def test_task_level_query_is_instruction_and_first_observation(fake_env):
+    """TextWorldExpress instructions are one sentence per game: the query must tell tasks apart."""
+    memory = Recorder()
+    agent = Agent(FakeModel(), AgentConfig(max_steps=6, n_examples=0), memory)
+    env = FakeWorld()
+    eps = [agent.run(env, f"fake/count/dev/{i}") for i in range(2)]
+    assert eps[0].instruction == eps[1].instruction
+    q0, q1 = memory.queries
+    assert q0 != q1 and q0.startswith(eps[0].instruction) and "Room 0." in q0 and "Room 1." in q1
+    assert eps[0].subtasks[0].query == q0 and eps[0].subtasks[0].description == eps[0].instruction
+    assert memory.finished == [("fake/count/dev/0", True), ("fake/count/dev/1", True)]
+
+
+def test_subtask_level_query_is_the_subtask(fake_env):
+    memory = Recorder()
+    agent = Agent(FakeModel(), AgentConfig(level="subtask", max_steps=6, n_examples=0), memory)
+    ep = agent.run(FakeWorld(), "fake/count/dev/0")
+    assert memory.queries[0] == "finish the task" == ep.subtasks[0].query
+
+
+def test_repeated_code_skill_calls_that_change_nothing_end_as_a_loop(fake_env):
+    """The real case: a subtask-code episode called the same code skill 10 times (the stuck counter reset
+    after every call)."""
+    llm = FakeModel(policy=lambda obs: "call idle()")
+    ep = Agent(llm, AgentConfig(max_steps=30, loop_patience=3, n_examples=0), Recorder()).run(
+        FakeWorld(), "fake/count/dev/2")
+    calls = [s for s in ep.steps if s.macro == "idle"]
+    assert ep.stop_reason == "loop" and len(calls) == 4     # the first call, then 3 repeats that changed nothing
+
+
+def test_a_code_skill_that_makes_progress_is_not_a_loop(fake_env):
+    body = "def idle(env):\n    env.step('add one')\n"
+    llm = FakeModel(policy=lambda obs: "call idle()" if obs.count("counter shows") < 4 else "say done")
+    ep = Agent(llm, AgentConfig(max_steps=30, loop_patience=2, n_examples=0), Recorder(body)).run(
+        FakeWorld(), "fake/count/dev/2")
+    assert ep.stop_reason != "loop"
+
+
+@pytest.mark.integration
+def test_scienceworld_examples_do_not_depend_on_what_the_simulator_ran_before(small_llm):
+    """The real case: the example gold path of sciworld/find-non-living-thing/train/0 named 'cupboard' after
+    other tasks had been loaded and 'painting' in a fresh JVM, so replays of chapter 00 missed the cache."""
+    from skillbook.agent.loop import _EXAMPLES
+    from skillbook.envs import make_env
+    env = make_env("sciworld")
+    try:
+        agent = Agent(small_llm, AgentConfig(max_steps=1))
+        task = env.task("sciworld/find-non-living-thing/dev/1")
+        _EXAMPLES.clear()
+        fresh = agent._example_text(env, task)
+        for t in ("sciworld/boil/dev/0", "sciworld/find-non-living-thing/train/0", "sciworld/melt/dev/0"):
+            env.gold_actions(t)                      # move the simulator's random state on
+        _EXAMPLES.clear()
+        assert agent._example_text(env, task) == fresh
+    finally:
+        env.close()
