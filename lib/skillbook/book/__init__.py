@@ -22,6 +22,7 @@ import yaml
 
 import skillbook
 
+from ..io import atomic_write_text
 from .lab import Lab
 
 CANONICAL_PROFILE = "workshop"  # the profile _toc.yml points at
@@ -49,7 +50,12 @@ def load_profile(name: str, root: Path | None = None) -> dict:
     path = root / "profiles" / f"{name}.yml"
     if not path.exists():
         raise ProfileError(f"unknown profile {name!r}; valid profiles: {', '.join(profiles(root))}")
-    params = yaml.safe_load(path.read_text()) or {}
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise ProfileError(f"{path}{where}: not a valid YAML profile ({getattr(e, 'problem', e)})") from None
     if not isinstance(params, dict):
         raise ProfileError(f"{path}: a profile is a mapping of parameter names to values")
     return params
@@ -85,6 +91,12 @@ def run_dir(chapter: str, profile: str = CANONICAL_PROFILE, root: Path | None = 
 # -- executing chapters ----------------------------------------------------------------------------
 def declared_parameters(notebook: Path) -> list[str]:
     """Names assigned at the top level of a chapter's `parameters` cell."""
+    return list(parameter_defaults(notebook))
+
+
+def parameter_defaults(notebook: Path) -> dict:
+    """name → default value of a chapter's `parameters` cell (what papermill can override)."""
+    import ast
     import re
 
     import nbformat
@@ -92,7 +104,62 @@ def declared_parameters(notebook: Path) -> list[str]:
     cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
     if cell is None:
         raise ProfileError(f"{notebook} has no cell tagged 'parameters'")
-    return re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=", cell.source, re.M)
+    out = {}
+    for name in re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=", cell.source, re.M):
+        node = next(n for n in ast.parse(cell.source).body
+                    if isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name for t in n.targets))
+        out[name] = ast.literal_eval(node.value)
+    return out
+
+
+def check_parameters(chapter: str, params: dict, defaults: dict, where: str = "") -> None:
+    """Refuse a parameter the chapter does not declare, or a value of another type than its default's
+    (None accepts any value; an int is a float; a bool is not an int) — before any model time."""
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ProfileError(f"{where}unknown parameter(s) {unknown} for chapter {chapter}; "
+                           f"its parameters: {', '.join(defaults)}")
+    for name, value in params.items():
+        default = defaults[name]
+        if default is None or value is None:
+            continue
+        want = type(default)
+        ok = (isinstance(value, want) and not (isinstance(value, bool) and want is not bool)) or \
+            (want is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise ProfileError(f"{where}parameter {name!r} of chapter {chapter} must be a {want.__name__} "
+                               f"(like its default {default!r}), got {value!r}")
+
+
+def normalize_notebook(notebook: Path, root: Path) -> None:
+    """What makes two executions of the same records differ, taken out of an executed notebook: papermill's
+    clock (start and end times, durations), the kernel's timestamps, random widget ids (renumbered in
+    order of appearance), and absolute paths (named from the project root)."""
+    import re
+
+    import nbformat
+    nb = nbformat.read(notebook, as_version=4)
+    meta = nb.metadata.get("papermill", {})
+    for key in ("start_time", "end_time", "duration"):
+        meta.pop(key, None)
+    for key in ("input_path", "output_path"):
+        path = Path(meta.get(key) or "")
+        if path.is_absolute() and path.is_relative_to(root):
+            meta[key] = path.relative_to(root).as_posix()
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        for key in ("start_time", "end_time", "duration"):
+            cell.metadata.get("papermill", {}).pop(key, None)
+    text = nbformat.writes(nb)
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    found = re.findall(r'"model_id": "([0-9a-f]{32})"', text) + list(state)   # ipywidgets ids: uuid4().hex
+    ids: dict[str, str] = {}
+    for i in found:
+        ids.setdefault(i, f"{len(ids) + 1:032x}")
+    if ids:
+        pattern = re.compile(r"(?<![0-9a-f])(" + "|".join(ids) + r")(?![0-9a-f])")
+        text = pattern.sub(lambda m: ids[m.group(1)], text)
+    atomic_write_text(notebook, text)
 
 
 def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None, *,
@@ -108,39 +175,41 @@ def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None,
     if unknown:
         raise ProfileError(f"unknown chapter(s) {unknown}; chapters in _toc.yml: {', '.join(known)}")
     out_dir = output_root or (root / "runs" / profile)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    done = []
-    for name in chapters:
+    scoped_all = params.get("chapters") or {}
+    bad = sorted(set(scoped_all) - set(known))
+    if bad:
+        raise ProfileError(f"profile {profile}: overrides for unknown chapter(s) {bad}; chapters: {', '.join(known)}")
+    plans = []
+    extra = dict(extra_params or {})
+    declared = {name: parameter_defaults(root / "chapters" / f"{name}.ipynb") for name in chapters}
+    nowhere = sorted(k for k in extra if not any(k in d for d in declared.values()))
+    if nowhere:
+        raise ProfileError(f"unknown parameter(s) {nowhere} for chapter(s) {', '.join(chapters)}; their parameters: "
+                           + ", ".join(sorted({k for d in declared.values() for k in d})))
+    for name in chapters:   # every chapter's parameters are checked before any chapter runs
         source = root / "chapters" / f"{name}.ipynb"
-        target = out_dir / f"{name}.ipynb"
-        scoped = (params.get("chapters") or {}).get(name, {})  # per-chapter overrides in a profile
-        common = {k: v for k, v in params.items() if k != "chapters"}
-        p = {**common, **scoped, **(extra_params or {}), "profile": profile}
+        defaults = declared[name]
+        scoped = scoped_all.get(name, {}) or {}
+        common = {k: v for k, v in params.items() if k != "chapters" and k in defaults}  # shared by all chapters
+        check_parameters(name, {**common, **scoped}, defaults, f"profile {profile}: ")
+        mine = {k: v for k, v in extra.items() if k in defaults}
+        check_parameters(name, mine, defaults)
+        p = {**common, **scoped, **mine, "profile": profile}
         if output_root is not None:
             p["runs_root"] = str(output_root)
-        declared = declared_parameters(source)
-        p = {k: v for k, v in p.items() if k in declared}  # profiles are shared by all chapters
+        plans.append((name, source, {k: v for k, v in p.items() if k in defaults}))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = []
+    for name, source, p in plans:
+        target = out_dir / f"{name}.ipynb"
         t0 = time.time()
         print(f"[skillbook] executing {name} (profile {profile}) -> {target}", flush=True)
         pm.execute_notebook(str(source), str(target), parameters=p, kernel_name="python3",
                             cwd=str(root / "chapters"), progress_bar=False, log_output=False)
-        relative_paths(target, root)
+        normalize_notebook(target, root)
         print(f"[skillbook] {name}: {time.time() - t0:.0f} s", flush=True)
         done.append(target)
     return done
-
-
-def relative_paths(notebook: Path, root: Path) -> None:
-    """papermill records absolute input and output paths; a committed notebook names them from the project root."""
-    import nbformat
-
-    nb = nbformat.read(notebook, as_version=4)
-    meta = nb.metadata.get("papermill", {})
-    for key in ("input_path", "output_path"):
-        path = Path(meta.get(key) or "")
-        if path.is_absolute() and path.is_relative_to(root):
-            meta[key] = path.relative_to(root).as_posix()
-    nbformat.write(nb, notebook)
 
 
 # -- assets and building ---------------------------------------------------------------------------

@@ -8,12 +8,11 @@ extensions of the same records). Retrieval is cosine similarity on the descripti
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_write_json
+from ..io import atomic_write_json, read_json
 from .embeddings import DIM, Embedder, get_embedder
 from .record import Skill
 
@@ -146,10 +145,15 @@ class SkillLibrary:
         return {"format": LIBRARY_FORMAT, "counter": self._counter,
                 "skills": [s.to_dict() for s in self.skills.values()], "events": self.events}
 
-    def load_state(self, state: dict) -> "SkillLibrary":
+    def load_state(self, state: dict, where: str = "skill library") -> "SkillLibrary":
         if state and state.get("format") != LIBRARY_FORMAT:
-            raise ValueError(f"unknown skill library format {state.get('format')!r}")
-        self.skills = {d["id"]: Skill.from_dict(d) for d in (state or {}).get("skills", [])}
+            raise ValueError(f"{where}: unknown skill library format {state.get('format')!r}")
+        skills = [Skill.from_dict(d) for d in (state or {}).get("skills", [])]
+        ids = [s.id for s in skills]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"{where}: duplicate skill id(s) {dup}; every skill id must be unique")
+        self.skills = {s.id: s for s in skills}
         self.events = list((state or {}).get("events", []))
         self._counter = (state or {}).get("counter", len(self.skills))
         self._matrix = None
@@ -161,4 +165,4 @@ class SkillLibrary:
 
     @classmethod
     def load(cls, path: str | Path, embedder: Embedder | None = None) -> "SkillLibrary":
-        return cls(embedder).load_state(json.loads(Path(path).read_text()))
+        return cls(embedder).load_state(read_json(path, "skill library"), where=str(path))

@@ -1,7 +1,7 @@
 """The Skill record. One type serves all four papers; paper-specific fields live in `extra`."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 FORMATS = ("text", "code")
 
@@ -26,6 +26,11 @@ class Skill:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Skill":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown or "id" not in d:
+            raise ValueError(f"not a skill record: {'unknown field(s) ' + str(unknown) if unknown else 'no id'}; "
+                             f"fields: {', '.join(sorted(known))}")
         return cls(**d)
 
 
