@@ -1,19 +1,49 @@
-"""The study: the first paper's central claim (task-level skills hurt, subtask-level skills help) on a
-run large enough to resolve it on a laptop — calibration on the DEV split, then five pre-registered
-streams over the same TEST tasks (chapter 09).
+"""The study: the first paper's central claim on a run large enough to resolve it on a laptop (chapter 09).
+
+The claim is an interaction: skills induced and retrieved at the TASK level hurt (text −1.2 pp), at the
+SUBTASK level they help (+1.9 pp). The design is fixed in `profiles/<profile>.yml` under `study:` before
+any test episode runs (the pre-registration):
+
+    conditions   task-none, task-text, subtask-none, subtask-text, subtask-placebo — each one ordered
+                 stream over the same test tasks in the same order (the none conditions as independent
+                 tasks: without memory the order does not matter)
+    primary      subtask-text − subtask-none; task-text − task-none; their difference (the interaction)
+    secondary    subtask-text − subtask-placebo; utility vs success on these records (Holm)
+    benchmark    chosen on the DEV split by `calibrate` (no-memory success 30–60%)
+    n            fixed before the run from the calibration's discordance (`plan`); no interim stopping
+
+Running for hours across sittings: `run_study` advances the five streams together, `chunk` tasks at a
+time, so that an interrupted study has every condition at (nearly) the same n; every episode is recorded
+as it ends (append-only) and a resumed study re-runs only the episode in flight. The code that runs the
+study is pinned: `start` records the commit it first ran from (`<root>/code.txt`) and later sittings run
+that commit from a worktree, so no change to the library moves under a run that lasts days.
 
     python -m skillbook.papers.breakdown.study calibrate [--settings ...]   # dev split, no-memory agents
+    python -m skillbook.papers.breakdown.study start   [--profile study]    # start or resume, in the background
+    python -m skillbook.papers.breakdown.study status  [--profile study]    # progress, live hours, ETA
+    python -m skillbook.papers.breakdown.study run     [--profile study]    # the same, in the foreground
+    python -m skillbook.papers.breakdown.study stop
 """
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ...agent import AgentConfig
-from ...run import Condition, frame, run_conditions
+from ...envs import sample_tasks
+from ...run import Condition, frame, load_condition, run_condition, run_conditions
+from .pipeline import condition, interleave
 
+# -- calibration (DEV split) ------------------------------------------------------------------------------
 # Candidate benchmarks: TextWorldExpress games whose first observation differs from task to task.
 CALIBRATION_SETTINGS = {
     "coin-L2": {"coin": {"numLocations": 2, "numDistractorItems": 0, "includeDoors": 0, "limitInventorySize": 0}},
@@ -46,23 +76,292 @@ def calibrate(root: str | Path, llm, settings: list[str], n: int = 8, max_steps:
     return pd.concat(frames, ignore_index=True)
 
 
+def load_calibration(root: str | Path) -> pd.DataFrame:
+    """Every recorded calibration episode (columns `setting`, `condition` = agent level)."""
+    base = Path(root) / "calibration"
+    frames = [load_condition(d / level, level).frame.assign(setting=d.name)
+              for d in sorted(base.iterdir()) if d.is_dir() for level in LEVELS if (d / level / "run.json").exists()] \
+        if base.exists() else []
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def calibration_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: tasks, success of each no-memory agent, their discordance (the planning value), the
+    longest successful episode (for the step budget) and seconds per episode."""
+    rows = []
+    for setting, g in df.groupby("setting"):
+        wide = g.pivot_table(index="task_id", columns="condition", values="success", aggfunc="mean")
+        both = wide.dropna()
+        rows.append({"setting": setting, "tasks": len(wide),
+                     **{f"success {c}": float(wide[c].mean()) for c in wide.columns},
+                     "discordance": float((both["task"] != both["subtask"]).mean()) if len(both.columns) == 2 else np.nan,
+                     "longest success (steps)": int(g.loc[g.success.astype(bool), "steps"].max())
+                     if g.success.any() else np.nan,
+                     "seconds per episode": float(g["wall_s"].mean())})
+    return pd.DataFrame(rows).set_index("setting")
+
+
+# -- the design -----------------------------------------------------------------------------------------
+CONDITIONS = ("task-none", "task-text", "subtask-none", "subtask-text", "subtask-placebo")
+
+
+@dataclass
+class StudyDesign:
+    """The pre-registered design (profiles/<profile>.yml, key `study`)."""
+    task_types: str                        # '<env>/<task type>,...' chosen on the dev split
+    n_tasks: int                           # test tasks per stream, fixed before the run
+    twx_params: dict = field(default_factory=dict)
+    split: str = "test"
+    max_steps: int = 20
+    max_subtasks: int = 15
+    max_subtask_steps: int = 10
+    conditions: tuple = CONDITIONS
+    prompt_level: str = "L3"
+    k: int = 5
+    threshold: float = 0.3
+    seed: int = 0
+    chunk: int = 10                        # tasks every stream advances by before the next stream runs
+    planning_discordance: float = 0.3      # ψ used to fix n (from the calibration)
+    target_halfwidth: float = 0.08
+    alpha: float = 0.05
+
+    @classmethod
+    def from_profile(cls, profile: str, root: Path | None = None) -> "StudyDesign":
+        from ...book import ProfileError, load_profile
+        spec = load_profile(profile, root).get("study")
+        if not isinstance(spec, dict):
+            raise ProfileError(f"profile {profile!r} has no `study:` section (the study's pre-registered design)")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise ProfileError(f"profile {profile}: unknown study setting(s) {unknown}; valid: {', '.join(sorted(known))}")
+        d = cls(**{**spec, "conditions": tuple(spec.get("conditions", CONDITIONS))})
+        bad = [c for c in d.conditions if c not in CONDITIONS]
+        if bad:
+            raise ProfileError(f"profile {profile}: unknown study condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
+        return d
+
+    @property
+    def env_options(self) -> dict:
+        return {"twx": {"game_params": dict(self.twx_params)}}
+
+    @property
+    def agent(self) -> dict:
+        return {"max_steps": self.max_steps, "max_subtasks": self.max_subtasks,
+                "max_subtask_steps": self.max_subtask_steps}
+
+    def tasks(self) -> list[str]:
+        """The test stream: n tasks (spread evenly over the task types), interleaved, seeded."""
+        types = [t for t in self.task_types.split(",") if t.strip()]
+        per_type = -(-self.n_tasks // len(types))
+        ids = sample_tasks(self.task_types, self.split, per_type, seed=self.seed, env_options=self.env_options)
+        return interleave(ids, seed=self.seed)[: self.n_tasks]
+
+
+def plan(discordance: float, target: float = 0.08, alpha: float = 0.05) -> dict:
+    """n for a 95% half-width ≤ `target` of each simple paired difference at discordance ψ, and what that n
+    buys: the expected half-widths (simple contrast; the interaction, whose per-task value is the
+    difference of two paired differences, ≈ √2 wider), and the exact McNemar MDE at 80% power."""
+    from ...analysis.stats import halfwidth_paired_binary, mde_paired_binary, n_for_halfwidth
+    n = int(n_for_halfwidth(target, discordance))
+    return {"discordance": discordance, "n": n,
+            "halfwidth": float(halfwidth_paired_binary(n, discordance)),
+            "halfwidth_interaction": float(np.sqrt(2) * halfwidth_paired_binary(n, discordance)),
+            "mde": float(mde_paired_binary(n, discordance, alpha=alpha))}
+
+
+# -- running ----------------------------------------------------------------------------------------------
+def study_conditions(design: StudyDesign, llm) -> list[Condition]:
+    return [condition(c, llm, design.agent, design.prompt_level, design.k, design.threshold)
+            for c in design.conditions]
+
+
+def run_study(root: str | Path, llm, design: StudyDesign, until: int | None = None) -> None:
+    """Advance every stream `chunk` tasks at a time until each has `until` (default n) tasks recorded."""
+    root = Path(root)
+    tasks = design.tasks()
+    until = min(until or design.n_tasks, design.n_tasks)
+    conditions = study_conditions(design, llm)
+    for end in range(design.chunk, until + design.chunk, design.chunk):
+        end = min(end, until)
+        for c in conditions:
+            run_condition(root / "streams" / c.name, llm, c, tasks[:end], design.env_options,
+                          desc=f"{c.name} ({end}/{design.n_tasks})")
+            llm.cache.save()
+
+
+def load_study(root: str | Path, design: StudyDesign) -> pd.DataFrame:
+    """One row per recorded test episode (column `condition`), restricted to the design's task stream."""
+    tasks = set(design.tasks())
+    frames = [load_condition(Path(root) / "streams" / c, c).frame for c in design.conditions
+              if (Path(root) / "streams" / c / "run.json").exists()]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["task_id", "condition"])
+    return df[df.task_id.isin(tasks)]
+
+
+def common_tasks(df: pd.DataFrame, conditions) -> list[str]:
+    """Tasks recorded in every condition (an interim analysis uses only these)."""
+    sets = [set(df.loc[df.condition == c, "task_id"]) for c in conditions]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def status(root: str | Path, design: StudyDesign) -> pd.DataFrame:
+    """Per stream: episodes done of n, the hours its episodes took, seconds per episode, and the ETA
+    (remaining episodes × seconds per episode so far); the last row sums the streams."""
+    rows = []
+    for c in design.conditions:
+        d = Path(root) / "streams" / c
+        eps = load_condition(d).episodes if (d / "run.json").exists() else []
+        seconds = sum(e.wall_s for e in eps)
+        per = seconds / len(eps) if eps else np.nan
+        rows.append({"condition": c, "done": len(eps), "n": design.n_tasks, "hours": seconds / 3600,
+                     "s_per_episode": per, "eta_hours": (design.n_tasks - len(eps)) * per / 3600})
+    df = pd.DataFrame(rows).set_index("condition")
+    df.loc["all"] = [df.done.sum(), df.n.sum(), df.hours.sum(), df.hours.sum() * 3600 / max(df.done.sum(), 1),
+                     df.eta_hours.sum()]
+    return df.round({"hours": 2, "s_per_episode": 1, "eta_hours": 1})
+
+
+# -- analysis -----------------------------------------------------------------------------------------------
+PAPER = {  # the first paper's averages over 11 models and three benchmarks (percentage points)
+    "subtask-text − subtask-none": "+1.9 pp", "task-text − task-none": "−1.2 pp",
+    "interaction (subtask effect − task effect)": "+3.1 pp", "subtask-text − subtask-placebo": "(no placebo)",
+}
+
+
+def effects(df: pd.DataFrame) -> pd.DataFrame:
+    """Per task, the text memory's effect at each level (memory − none, in {−1, 0, 1}); rows: task_id,
+    level, effect — the interaction is the paired difference of the two levels' effects."""
+    wide = df.pivot_table(index="task_id", columns="condition", values="success", aggfunc="mean")
+    rows = []
+    for level in ("task", "subtask"):
+        if {f"{level}-none", f"{level}-text"} <= set(wide.columns):
+            d = (wide[f"{level}-text"] - wide[f"{level}-none"]).dropna()
+            rows += [{"task_id": t, "level": level, "effect": float(v)} for t, v in d.items()]
+    return pd.DataFrame(rows, columns=["task_id", "level", "effect"])
+
+
+def claims(df: pd.DataFrame, utility: dict | None = None) -> list:
+    """The study's claims: three primary contrasts named in the pre-registration, then the secondary ones.
+    `df` must hold only tasks recorded in every condition (`common_tasks`)."""
+    from ...analysis import Claim, paired_difference
+    out = [
+        Claim("subtask-text − subtask-none", PAPER["subtask-text − subtask-none"], +1, True,
+              paired_difference(df, "condition", "subtask-none", "subtask-text")),
+        Claim("task-text − task-none", PAPER["task-text − task-none"], -1, True,
+              paired_difference(df, "condition", "task-none", "task-text")),
+        Claim("interaction (subtask effect − task effect)", PAPER["interaction (subtask effect − task effect)"], +1,
+              True, paired_difference(effects(df), "level", "task", "subtask", "effect")),
+    ]
+    if "subtask-placebo" in set(df.condition):
+        out.append(Claim("subtask-text − subtask-placebo", PAPER["subtask-text − subtask-placebo"], +1, False,
+                         paired_difference(df, "condition", "subtask-placebo", "subtask-text")))
+    if utility is not None:
+        out.append(Claim("success rises with retrieved utility (slope per SD, clustered by task)", "§6.1: yes", +1,
+                         False, utility))
+    return out
+
+
+# -- the pinned code and the background process ----------------------------------------------------------
+def _git(*args, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def pinned_checkout(project: Path, root: Path) -> Path:
+    """The checkout the study runs from: the commit recorded at its first start (`<root>/code.txt`), as
+    a worktree under `.study-code/` when the project has moved on; the project itself otherwise."""
+    head = _git("rev-parse", "HEAD", cwd=project)
+    pin = root / "code.txt"
+    if not pin.exists():
+        if _git("status", "--porcelain", "--untracked-files=no", "lib", cwd=project):
+            raise RuntimeError("the library has uncommitted changes: commit them before starting the study, "
+                               "so that the code it runs from is recorded")
+        pin.parent.mkdir(parents=True, exist_ok=True)
+        pin.write_text(head + "\n")
+    commit = pin.read_text().strip()
+    if commit == head:
+        return project
+    tree = project / ".study-code" / commit[:12]
+    if not tree.exists():
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=project, check=True,
+                       capture_output=True)
+    return tree
+
+
 def main(argv: list[str] | None = None) -> None:
-    from ...book import project_root
-    from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
+    from ...book import ProfileError, load_profile, project_root
+    from ...llm import ResponseCache, get_llm
     ap = argparse.ArgumentParser(prog="python -m skillbook.papers.breakdown.study", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     cal = sub.add_parser("calibrate", help="the no-memory agents on dev tasks of each candidate setting")
-    cal.add_argument("--runs-root", default=None, help="default: runs/study of the checkout")
-    cal.add_argument("--backend", default=DEFAULT_BACKEND)
     cal.add_argument("--settings", default=",".join(CALIBRATION_SETTINGS))
     cal.add_argument("--n", type=int, default=8)
     cal.add_argument("--max-steps", type=int, default=30)
+    for name in ("start", "run", "status", "stop"):
+        p = sub.add_parser(name)
+        p.add_argument("--profile", default="study")
+        p.add_argument("--until", type=int, default=None, help="stop when every stream has this many tasks")
+    for p in [cal, *sub.choices.values()]:
+        p.add_argument("--runs-root", default=None, help="default: runs/<profile> of the checkout")
     args = ap.parse_args(argv)
-    root = Path(args.runs_root) if args.runs_root else project_root() / "runs" / "study"
-    llm = get_llm(args.backend, ResponseCache.for_run(root / "calibration"))
-    df = calibrate(root, llm, [s for s in args.settings.split(",") if s], n=args.n, max_steps=args.max_steps)
-    print(df.groupby(["setting", "condition"])[["success", "score", "steps", "wall_s"]].mean().round(2).to_string())
+    project = project_root()
+    profile = getattr(args, "profile", "study")
+    root = Path(args.runs_root) if args.runs_root else project / "runs" / profile
+    try:
+        if args.cmd == "calibrate":
+            backend = load_profile("study").get("backend")
+            llm = get_llm(backend, ResponseCache.for_run(root / "calibration"))
+            df = calibrate(root, llm, [s for s in args.settings.split(",") if s], n=args.n, max_steps=args.max_steps)
+            print(calibration_table(df).round(2).to_string())
+            return
+        design = StudyDesign.from_profile(profile)
+        if args.cmd == "status":
+            print(status(root, design).to_string())
+            pid = root / "study.pid"
+            if pid.exists():
+                alive = _alive(int(pid.read_text()))
+                print(f"background process {pid.read_text().strip()}: {'running' if alive else 'not running'}"
+                      f" (log: {root / 'study.log'})")
+            return
+        if args.cmd == "stop":
+            pid = root / "study.pid"
+            if pid.exists() and _alive(int(pid.read_text())):
+                os.killpg(int(pid.read_text()), signal.SIGINT)   # stops within one agent step; nothing is lost
+                print("stopping; finished episodes are recorded")
+            else:
+                print("no study is running")
+            return
+        if args.cmd == "start":
+            pid = root / "study.pid"
+            if pid.exists() and _alive(int(pid.read_text())):
+                print(f"the study is already running (pid {pid.read_text().strip()}); see `status`")
+                return
+            checkout = pinned_checkout(project, root)
+            cmd = [sys.executable, "-m", "skillbook.papers.breakdown.study", "run", "--profile", profile,
+                   "--runs-root", str(root)] + (["--until", str(args.until)] if args.until else [])
+            log = open(root / "study.log", "ab")
+            env = {**os.environ, "PYTHONPATH": str(checkout / "lib"), "HF_HUB_OFFLINE": "1"}
+            proc = subprocess.Popen(cmd, cwd=checkout, stdout=log, stderr=log, env=env, start_new_session=True)
+            pid.write_text(f"{proc.pid}\n")
+            print(f"the study runs in the background from {checkout} (commit "
+                  f"{(root / 'code.txt').read_text().strip()[:12]}), pid {proc.pid}; log: {root / 'study.log'}")
+            return
+        # run (foreground)
+        backend = load_profile(profile).get("backend")
+        llm = get_llm(backend, ResponseCache.for_run(root / "streams"))
+        run_study(root, llm, design, until=args.until)
+        print(status(root, design).to_string())
+    except ProfileError as e:
+        sys.exit(f"error: {e}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
 
 
 if __name__ == "__main__":
