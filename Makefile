@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install book chapters html test bench clean check-java
+.PHONY: install book chapters html test bench clean check-java check-bwrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) check-bwrap
+
+# Code skills (model-written Python) run only inside a bubblewrap jail; without it they are refused
+# (text skills still work) and the sandbox tests fail.
+check-bwrap:
+	@command -v bwrap >/dev/null 2>&1 || echo "warning: bubblewrap (bwrap) is not installed: code skills will refuse to run and the sandbox tests will fail. Install it, e.g. 'sudo apt-get install -y bubblewrap' (Debian/Ubuntu), 'sudo dnf install bubblewrap' (Fedora)."
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java (a JRE >= 11) is required by ScienceWorld and TextWorldExpress. Install it, e.g. 'sudo apt-get install -y default-jre-headless' (Debian/Ubuntu) or 'brew install openjdk' (macOS)."; exit 1; }

@@ -231,7 +231,7 @@ class Agent:
 
     def _macro(self, env, ep: Episode, sub: SubTrajectory, parsed, raw: str, call: Call, budget: int):
         """Run a retrieved code skill as one macro action; each command it issues is a recorded step."""
-        from ..skills.sandbox import Limits, SkillCallError, parse_call, run
+        from ..skills.sandbox import JailUnavailable, Limits, SkillCallError, parse_call, run
         try:
             name, args = parse_call(parsed.action[5:])
         except SkillCallError as e:
@@ -256,7 +256,10 @@ class Agent:
             ep.steps.append(s)
             return r.observation, r.done
 
-        result = run(defs, (name, args), step, Limits(max_commands=max(1, min(20, budget))))
+        try:
+            result = run(defs, (name, args), step, Limits(max_commands=max(1, min(20, budget))))
+        except JailUnavailable as e:      # no jail on this machine: the call is refused, the episode goes on
+            return self._refuse(ep, sub, parsed, raw, call, f"skill {name} cannot run here: {e}"), False
         if not result.commands:
             return self._refuse(ep, sub, parsed, raw, call, f"skill {name} issued no action"
                                 + (f" ({result.error})" if result.error else "")), False

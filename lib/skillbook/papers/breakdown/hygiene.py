@@ -4,7 +4,8 @@
   it (the model merges the two bodies; the existing description is kept);
 * code: a new skill defining a function name that exists overwrites that skill; otherwise one whose
   description has cosine ≥ 0.85 with an existing code skill is dropped;
-* code: a skill that fails to load (in the sandbox) is deleted, and so are the code skills that call it.
+* code: a skill that fails to load (in the sandbox) is deleted, and so are the code skills that call it;
+  so is one that cannot be load-checked because this machine has no jail (sandbox.JailUnavailable).
 """
 from __future__ import annotations
 
@@ -87,7 +88,10 @@ def add_with_hygiene(library: SkillLibrary, skill: Skill, merge_bodies: Callable
         library.add(skill)
         library.log("added", skill=skill.id, function=name)
         event = "added"
-    error = load_check(definitions(library, skill))
+    try:
+        error = load_check(definitions(library, skill))
+    except sandbox.JailUnavailable as e:   # a code skill that cannot be checked (no jail) is not kept
+        error = f"cannot be load-checked: {e}"
     if error:
         delete_cascade(library, skill.id, f"failed to load: {error}")
         return None, "deleted"
