@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from skillbook.agents import Agent, AgentConfig
-from skillbook.agents.parsing import parse_reply
+from skillbook.agent import Agent, AgentConfig
+from skillbook.agent.parsing import parse_reply
 from skillbook.llm import LLM
 from skillbook.memory import MemoryPolicy
 from skillbook.records import Call, Episode, SubTrajectory
 from skillbook.skills import Skill, sandbox
-from skillbook.skills.hygiene import add_with_hygiene
+from skillbook.papers.breakdown.hygiene import add_with_hygiene
 from skillbook.skills.library import SkillLibrary
 
 
