@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make book   [PROFILE=workshop]   install into .venv, execute every chapter, build the HTML book
 #   make test                        install into .venv, run the tests
+#   make study / make study-status   start or resume the study of chapter 09 in the background / its progress
 PROFILE ?= workshop
 PYTHON  ?= python3
 VENV    := .venv
@@ -10,7 +11,7 @@ STAMP   := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install book chapters html test bench clean check-java check-bwrap
+.PHONY: install book chapters html test bench clean check-java study study-status study-stop calibrate check-bwrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,19 @@ test: install check-java
 
 bench: install
 	$(PY) bench/run.py
+
+# The study of chapter 09: hours of model time, run in the background across sittings (resumable).
+study: install check-java
+	$(PY) -m skillbook.papers.breakdown.study start --profile study
+
+study-status: install
+	$(PY) -m skillbook.papers.breakdown.study status --profile study
+
+study-stop: install
+	$(PY) -m skillbook.papers.breakdown.study stop --profile study
+
+calibrate: install check-java
+	$(PY) -m skillbook.papers.breakdown.study calibrate
 
 clean:
 	rm -rf _build book_assets

@@ -19,20 +19,23 @@ import pandas as pd
 from ...agent import AgentConfig
 from ...envs import sample_tasks
 from ...io import atomic_write_json, read_json
-from ...memory import NoMemory
+from ...memory import NoMemory, PlaceboMemory
 from ...run import Condition, Result, final_memory, frame, load_condition, run_condition, run_conditions
 from ...skills.library import SkillLibrary
 from .memory import InducedMemory
 
 CONDITIONS = ("task-none", "task-text", "task-code", "subtask-none", "subtask-text", "subtask-code")
+# The noise floor of a prompt-changing memory: the text memory with every retrieved skill shown as an
+# irrelevant text of the same length (memory.PlaceboMemory).
+PLACEBOS = ("task-placebo", "subtask-placebo")
 RECORDS = "transfer"   # the run directory of the experiment, under the profile's records
 
 
 def parse_conditions(spec: str | list[str]) -> list[str]:
     items = [c.strip() for c in (spec.split(",") if isinstance(spec, str) else spec) if c.strip()]
-    bad = [c for c in items if c not in CONDITIONS]
+    bad = [c for c in items if c not in CONDITIONS + PLACEBOS]
     if bad or not items:
-        raise ValueError(f"unknown condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
+        raise ValueError(f"unknown condition(s) {bad}; valid: {', '.join(CONDITIONS + PLACEBOS)}")
     return items
 
 
@@ -58,6 +61,10 @@ def condition(name: str, llm, agent: dict, prompt_level: str = "L3", k: int = 5,
     level, fmt = parse_conditions([name])[0].split("-")
     if fmt == "none":
         return Condition(name, AgentConfig(level=level, **agent))
+    if fmt == "placebo":
+        return Condition(name, AgentConfig(level=level, **agent),
+                         lambda: PlaceboMemory(InducedMemory(llm, format="text", prompt_level=prompt_level, k=k,
+                                                             threshold=threshold)), stream=True)
     return Condition(name, AgentConfig(level=level, **agent),
                      lambda: InducedMemory(llm, format=fmt, prompt_level=prompt_level, k=k, threshold=threshold),
                      stream=True)

@@ -262,6 +262,44 @@ def claims(df: pd.DataFrame, utility: dict | None = None) -> list:
     return out
 
 
+def library_growth(root: str | Path, design: StudyDesign) -> pd.DataFrame:
+    """Skills in each memory stream's library after each recorded task (from the episodes' writes and the
+    final library: merged skills count once, at their first write)."""
+    rows = []
+    for c in design.conditions:
+        d = Path(root) / "streams" / c
+        if c.endswith("-none") or not (d / "run.json").exists():
+            continue
+        born: dict[str, int] = {}
+        for e in load_condition(d).episodes:
+            for sid in e.written:
+                born.setdefault(sid, e.position)
+            rows.append({"condition": c, "position": e.position, "skills": len(born)})
+    return pd.DataFrame(rows, columns=["condition", "position", "skills"])
+
+
+def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool) -> str:
+    """The chapter's closing paragraph, written from the claims table and the progress table."""
+    n = int(claims["n"].dropna().max()) if len(claims) else 0
+    hours = float(progress.loc["all", "hours"]) if "all" in progress.index else float("nan")
+    lines = [f"**What was asked.** Does text-skill memory help at the subtask level and hurt at the task "
+             f"level (the interaction), on {design.task_types} with the 1.5B model?",
+             f"**What ran.** {len(design.conditions)} streams over the same {n} {design.split} tasks "
+             f"({'the pre-registered n' if final else f'interim: {n} of the pre-registered {design.n_tasks}'}), "
+             f"{design.max_steps} steps per episode, {hours:.1f} hours of episodes in all."]
+    found = []
+    for _, r in claims.iterrows():
+        est = f"{r['estimate']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}], p = {r['p']:.3g}"
+        verdict = r["verdict"] if final else "no verdict before n is reached"
+        found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
+    lines.append("**What it found.**\n" + "\n".join(found))
+    lines.append("**How sure.** Each 'not resolved' names the smallest effect this n could have detected "
+                 "with 80% power; an effect of the paper's size (a few percentage points) is far below it: "
+                 "a laptop study of this size can find an effect of about ten points or more, or rule out "
+                 "effects larger than its interval, not confirm the paper's average.")
+    return "\n\n".join(lines)
+
+
 # -- the pinned code and the background process ----------------------------------------------------------
 def _git(*args, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
