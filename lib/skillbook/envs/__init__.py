@@ -1,7 +1,7 @@
 """Benchmarks behind one Env protocol: ScienceWorld and TextWorldExpress (offline, Java), τ²-bench."""
 from __future__ import annotations
 
-from .base import SPLITS, Env, EnvError, StepResult, Task, TaskIdError, parse_task_id
+from .base import SPLITS, Env, EnvError, SimulatorError, StepResult, Task, TaskIdError, parse_task_id
 from .catalogue import catalogue, gold_lengths, split_table, with_difficulty
 from .jvm import JAVA_MISSING, require_java
 from .scienceworld import ScienceWorld
@@ -28,6 +28,6 @@ def env_for_task(task_id: str, **options) -> Env:
     return make_env(parse_task_id(task_id)[0], **options)
 
 
-__all__ = ["SPLITS", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
-           "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
-           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options", "env_for_task"]
+__all__ = ["SPLITS", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id",
+           "catalogue", "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java",
+           "ScienceWorld", "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options", "env_for_task"]
