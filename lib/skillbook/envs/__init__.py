@@ -1,7 +1,7 @@
 """Benchmarks behind one Env protocol: ScienceWorld and TextWorldExpress (offline, Java), τ²-bench."""
 from __future__ import annotations
 
-from .base import SPLITS, Conversational, Env, EnvError, StepResult, Task, TaskIdError, parse_task_id
+from .base import SPLITS, Conversational, Env, EnvError, SimulatorError, StepResult, Task, TaskIdError, parse_task_id
 from .catalogue import catalogue, gold_lengths, split_table, with_difficulty
 from .jvm import JAVA_MISSING, require_java
 from .pool import EnvPool
@@ -28,6 +28,6 @@ def canonical_options(name: str, options: dict) -> dict:
 
 
 __all__ = ["SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
-           "task_frame", "task_texts", "task_text", "task_query", "Env", "EnvError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
+           "task_frame", "task_texts", "task_text", "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
            "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
            "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options"]

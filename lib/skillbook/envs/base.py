@@ -9,7 +9,21 @@ SPLITS = ("train", "dev", "test")
 
 
 class EnvError(RuntimeError):
-    """An environment failure (e.g. its JVM died): it ends the episode in flight, not the run."""
+    """An environment failure: it ends the episode in flight, not the run.
+
+    `infrastructure` says whose failure it was. False (this class): the benchmark itself refused or failed
+    on this episode (e.g. the simulator raised an exception on the agent's input), as it would again.
+    """
+
+    infrastructure: bool = False
+
+
+class SimulatorError(EnvError):
+    """The simulator process failed: its JVM died, hung past the call deadline, lost its connection, could
+    not start, or answered from an uninitialised game. Not the agent's doing: the episode in flight is lost,
+    the simulator is replaced for the next one, and a resumed run retries the episode (`infrastructure`)."""
+
+    infrastructure = True
 
 
 class TaskIdError(ValueError):

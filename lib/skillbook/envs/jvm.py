@@ -1,18 +1,38 @@
-"""Shared machinery of the two Java-backed benchmarks: one JVM reused, restarted when it dies."""
+"""Shared machinery of the two Java-backed benchmarks: one JVM per adapter, every call under a deadline,
+a failed JVM replaced whole.
+
+All that is true of one simulator process (its JVM, the game it has loaded, the task it is playing, that
+task's instruction and valid actions) lives in one `Simulator` object. Any failure of a call into it (the
+JVM died, hung past the deadline, lost its connection, raised) kills that JVM, drops the object and raises
+`EnvError` for the episode in flight; the next call builds a new `Simulator` from nothing, so no fact about
+a dead JVM can reach the next episode. The adapter itself keeps only configuration and history.
+"""
 from __future__ import annotations
 
 import json
 import shutil
 import threading
-from importlib.metadata import version
 from abc import abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any
 
 from ..io import atomic_write_json
-from .base import SPLITS, EnvError, StepResult, Task, TaskIdError, check_split, parse_task_id
+from .base import SPLITS, EnvError, SimulatorError, StepResult, Task, TaskIdError, check_split, parse_task_id
 
 JAVA_MISSING = ("Java (a JRE >= 11) is required by ScienceWorld and TextWorldExpress but `java` is not on PATH. "
                 "Install it, e.g. `sudo apt-get install -y default-jre-headless` (Debian/Ubuntu) or "
                 "`brew install openjdk` (macOS), then retry.")
+
+# Deadlines. Measured on 2 busy cores: a JVM starts in 0.3 s (TWX) to 1.5 s (ScienceWorld), the first load
+# and reset on it take up to ~4 s, a step up to ~0.3 s, a gold path ~1 s. A language model sharing the
+# cores can slow all of that several times over, hence the margins.
+LAUNCH_TIMEOUT_S = 60.0  # starting a JVM, and the first call on it (class loading, JIT warm-up)
+CALL_TIMEOUT_S = 30.0    # each later call into it (reset, step, gold path, listing)
+SOCKET_MARGIN_S = 5.0    # py4j's own socket reads end this long after the call deadline (see _bound_socket_reads)
+
+_LAUNCH_LOCK = threading.Lock()  # one JVM start at a time in this process, so a hung start's JVM can be told apart
 
 
 def require_java() -> None:
@@ -20,13 +40,119 @@ def require_java() -> None:
         raise EnvError(JAVA_MISSING)
 
 
+@dataclass(eq=False)
+class Simulator:
+    """Everything bound to one simulator process, and only that. A failure discards the whole object; a
+    new JVM gets a new one. New per-simulator state belongs here, never on the adapter."""
+
+    handle: Any                  # the package's env object (TextWorldExpressEnv / ScienceWorldEnv)
+    proc: Any                    # its JVM (subprocess.Popen), or None if the package hides it
+    loaded: Any = None           # what is loaded, as the subclass records it (TextWorldExpress: (game, params))
+    episode: Task | None = None  # the task it is playing; None between episodes
+    instruction: str = ""
+    valid: list[str] = field(default_factory=list)
+    calls: int = 0               # calls answered; the first one gets the launch deadline
+    discarded: bool = False
+
+    @property
+    def pid(self) -> int | None:
+        return getattr(self.proc, "pid", None)
+
+    def exit_code(self, wait_s: float = 0.0) -> int | None:
+        """The JVM's exit code once it has ended (waiting up to `wait_s` for it), else None."""
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout=wait_s) if wait_s else self.proc.poll()
+        except Exception:
+            return None
+
+    def end_episode(self) -> None:
+        self.episode, self.instruction, self.valid = None, "", []
+
+
+def _quietly(fn: Callable, *args) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        pass
+
+
+def _process_of(handle) -> Any:
+    return getattr(getattr(handle, "_gateway", None), "java_process", None)
+
+
+def _kill(proc) -> None:
+    """SIGKILL (which also ends a SIGSTOPped JVM) and reap it, so it is neither left running nor a zombie."""
+    if proc is None:
+        return
+    _quietly(lambda: proc.poll() is None and proc.kill())
+    _quietly(proc.wait, 10)
+    _quietly(lambda: proc.stdin and proc.stdin.close())
+
+
+def _dispose(sim: Simulator) -> None:
+    """Kill a simulator's JVM and let go of its py4j gateway without talking to the JVM again."""
+    if sim.discarded:
+        return
+    sim.discarded = True
+    sim.end_episode()
+    gateway = getattr(sim.handle, "_gateway", None)
+    if gateway is not None:
+        # Mark the client disconnected first: a py4j retry in an abandoned call, or the package's own
+        # close() at garbage collection, then fails at once instead of reconnecting to a dead port.
+        _quietly(setattr, getattr(gateway, "_gateway_client", None), "is_connected", False)
+        _quietly(lambda: gateway.close(keep_callback_server=True))
+    _kill(sim.proc)
+    if gateway is not None:
+        _quietly(lambda: gateway.shutdown_callback_server())
+
+
+def _bound_socket_reads(handle, seconds: float) -> None:
+    """A read timeout on the gateway's sockets. Our deadline (a worker thread, then SIGKILL) governs the
+    calls we make; this bounds the ones py4j makes on its own: when Python garbage-collects a proxy of a
+    Java object, py4j tells the JVM from whichever thread runs the collection, with no timeout, so a JVM
+    that hangs between two of our calls could otherwise block that thread for ever."""
+    client = getattr(getattr(handle, "_gateway", None), "_gateway_client", None)
+    if client is None:
+        return
+    _quietly(setattr, client.gateway_parameters, "read_timeout", seconds)  # connections opened from now on
+    for connection in list(client.deque):                                   # and those already open
+        _quietly(lambda c=connection: c.socket.settimeout(seconds))
+
+
+def _gateway_children() -> dict[int, Any]:
+    """This process's py4j JVMs (psutil processes by pid); empty if psutil is unavailable."""
+    try:
+        import psutil
+    except ImportError:
+        return {}
+    out = {}
+    for p in psutil.Process().children():
+        try:
+            if "py4j.GatewayServer" in p.cmdline():
+                out[p.pid] = p
+        except psutil.Error:
+            pass
+    return out
+
+
+class _DeadOnArrival(Exception):
+    """A JVM found dead by the first call that used it after its last answer (internal)."""
+
+
 class JavaEnv:
     """Base of ScienceWorld and TextWorldExpress adapters.
 
-    Subclasses provide `_launch()` (a new simulator), `_split_ids(task_type, split)` (the official
-    variation numbers / seeds), `_load(task)` and `_raw_step(action)`. Every call into the JVM goes
-    through `_guard`, which turns a dead JVM into one EnvError for the episode in flight and starts a
-    fresh JVM for the next one.
+    Subclasses provide `_launch()` (a new package env object, which starts a JVM) and the calls, each
+    given the `Simulator` to act on: `_split_ids(sim, task_type, split)` (the official variation numbers
+    / seeds), `_load(sim, task)`, `_raw_step(sim, action)`, `_gold(sim, task)`. They record what they load
+    on `sim`, never on `self`, and return plain Python values (a py4j proxy read later would reach the
+    JVM outside the deadline). Every call runs through `_call`: in a worker thread under a deadline
+    (`launch_timeout_s` to start a JVM and for the first call on it, `call_timeout_s` for each later
+    call). A JVM that died, hung or lost its connection raises `SimulatorError` (infrastructure); a Java
+    or Python exception from the simulator raises `EnvError`. Either way the JVM is killed, the episode
+    in flight is lost, and the next call starts a fresh JVM.
     """
 
     name = ""
@@ -35,65 +161,216 @@ class JavaEnv:
     TASK_TEXT = "instruction+observation"
     TASK_TYPES: tuple[str, ...] = ()
 
-    def __init__(self, step_limit: int = 1000):
+    def __init__(self, step_limit: int = 1000, call_timeout_s: float = CALL_TIMEOUT_S,
+                 launch_timeout_s: float = LAUNCH_TIMEOUT_S):
         require_java()
+        if not (call_timeout_s > 0 and launch_timeout_s > 0):
+            raise ValueError(f"deadlines must be positive, not call_timeout_s={call_timeout_s}, "
+                             f"launch_timeout_s={launch_timeout_s}")
         self.step_limit = step_limit
-        self._sim = None
-        self._lock = threading.Lock()
+        self.call_timeout_s = float(call_timeout_s)
+        self.launch_timeout_s = float(launch_timeout_s)
+        self._sim: Simulator | None = None  # the only reference to per-simulator state
+        self._lock = threading.RLock()      # one call into the simulator at a time
         self._split_cache: dict[tuple[str, str], list[int]] = {}
-        self.current: Task | None = None
-        self._instruction = ""
-        self._valid: list[str] = []
-        self.restarts = 0
-        self.errors: list[str] = []
+        self._lost: str | None = None       # why the last episode ended in a failure (until the next reset)
+        self.restarts = 0                   # JVMs killed after a failure
+        self.errors: list[str] = []         # their messages, in order
 
     # -- subclass hooks ---------------------------------------------------------------------------
     @abstractmethod
     def _launch(self): ...
 
     @abstractmethod
-    def _split_ids(self, task_type: str, split: str) -> list[int]: ...
+    def _split_ids(self, sim: Simulator, task_type: str, split: str) -> list[int]: ...
 
     @abstractmethod
-    def _load(self, task: Task) -> tuple[str, dict]: ...
+    def _load(self, sim: Simulator, task: Task) -> tuple[str, dict]: ...
 
     @abstractmethod
-    def _raw_step(self, action: str) -> StepResult: ...
+    def _raw_step(self, sim: Simulator, action: str) -> StepResult: ...
 
     @abstractmethod
-    def _gold(self, task: Task) -> list[str]: ...
+    def _gold(self, sim: Simulator, task: Task) -> list[str]: ...
 
     # -- JVM lifecycle ----------------------------------------------------------------------------
     @property
-    def sim(self):
-        if self._sim is None:
-            self._sim = self._launch()
-        return self._sim
+    def jvm_pid(self) -> int | None:
+        """Process id of the JVM now in use (None before the first call and after a failure or close)."""
+        sim = self._sim
+        return sim.pid if sim is not None else None
 
-    def _guard(self, what: str, fn, *args):
+    def _call(self, what: str, fn: Callable, *args, task: Task | None = None, continues: bool = False,
+              keeps_episode: bool = False):
+        """`fn(sim, *args)` on the simulator, under a deadline.
+
+        continues=True (a step): the call belongs to the episode in flight and needs the JVM that started
+        it. Otherwise a dead JVM is replaced before the call, and the call ends any episode unless
+        keeps_episode (a read-only query)."""
+        with self._lock:
+            sim = self._sim
+            if continues:
+                assert sim is not None and sim.episode is not None
+                code = sim.exit_code()
+                if code is not None:
+                    self._fail(sim, what, task, f"the JVM (pid {sim.pid}) had died{_code(code)}", SimulatorError)
+            else:
+                code = sim.exit_code() if sim is not None else None
+                if code is not None:
+                    # Died between calls. No step is in flight; an episode still open is lost.
+                    msg = (f"{self.name}: the JVM (pid {sim.pid}) had died{_code(code)} before {what}; "
+                           "started a fresh one (JVM restarted)")
+                    if sim.episode is not None:
+                        msg += f"; episode {sim.episode.id} is lost"
+                        self._lost = msg
+                    self._record(msg)
+                    self._discard(sim)
+                    self.restarts += 1
+                    sim = None
+                inherited = sim is not None
+                if sim is None:
+                    sim = self._sim = self._start(what, task)
+                if not keeps_episode:
+                    sim.end_episode()
+                    self._lost = None
+                if inherited:
+                    episode = sim.episode
+                    try:
+                        return self._run(sim, what, task, fn, args, dead_on_arrival=True)
+                    except _DeadOnArrival as e:
+                        # It died just before this call (too recently for the check above): no step was
+                        # in flight, so the call runs once more on a fresh JVM.
+                        msg = f"{self.name}: {e}; started a fresh one (JVM restarted)"
+                        if episode is not None:
+                            msg += f"; episode {episode.id} is lost"
+                            self._lost = msg
+                        self._record(msg)
+                        self.restarts += 1
+                        sim = self._sim = self._start(what, task)
+            return self._run(sim, what, task, fn, args)
+
+    def _run(self, sim: Simulator, what: str, task: Task | None, fn: Callable, args: tuple,
+             dead_on_arrival: bool = False):
+        deadline = self.call_timeout_s if sim.calls else max(self.call_timeout_s, self.launch_timeout_s)
+        box: dict = {}
+        done = threading.Event()
+
+        def work():  # touches only `sim` (dropped by the adapter if this call times out) and its handle
+            try:
+                box["value"] = fn(sim, *args)
+            except BaseException as e:  # noqa: BLE001 - reported to the caller below
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f"{self.name} {what}", daemon=True).start()
         try:
-            return fn(*args)
-        except Exception as e:  # py4j raises several types when the JVM is gone
-            msg = f"{self.name}: {what} failed ({type(e).__name__}: {e}); JVM restarted, episode lost"
-            self.errors.append(msg)
-            self._restart()
-            raise EnvError(msg) from e
+            answered = done.wait(deadline)
+        except BaseException:  # e.g. KeyboardInterrupt: the call may still be running, so that JVM goes
+            self._lost = f"{self.name}: {what} was interrupted; JVM restarted"
+            self._discard(sim)
+            raise
+        if not answered:
+            self._fail(sim, what, task, f"the JVM (pid {sim.pid}) gave no answer within {deadline:g} s (hung); "
+                                        "killed it", SimulatorError)
+        if "error" in box:
+            why, cls = self._diagnose(sim, box["error"])
+            if dead_on_arrival and cls is SimulatorError and sim.exit_code() is not None:
+                self._discard(sim)
+                raise _DeadOnArrival(f"{what}: {why}")
+            self._fail(sim, what, task, why, cls, cause=box["error"])
+        if not sim.calls:  # from now on py4j's own waits end soon after the call deadline
+            _bound_socket_reads(sim.handle, self.call_timeout_s + SOCKET_MARGIN_S)
+        sim.calls += 1
+        return box["value"]
 
-    def _restart(self) -> None:
-        old, self._sim = self._sim, None
+    def _diagnose(self, sim: Simulator, e: BaseException) -> tuple[str, type[EnvError]]:
+        from py4j.protocol import Py4JError, Py4JJavaError
+        if isinstance(e, EnvError):
+            return str(e), type(e)
+        py4j_failure = isinstance(e, Py4JError) and not isinstance(e, Py4JJavaError)
+        code = sim.exit_code(wait_s=1.0)  # a killed JVM closes its socket a moment before it can be reaped
+        if code is not None:
+            return f"the JVM (pid {sim.pid}) died{_code(code)} ({type(e).__name__}: {e})", SimulatorError
+        if py4j_failure:
+            return f"lost the connection to the JVM (pid {sim.pid}): {type(e).__name__}: {e}", SimulatorError
+        return f"the simulator raised {type(e).__name__}: {e}", EnvError
+
+    def _fail(self, sim: Simulator, what: str, task: Task | None, why: str, cls: type[EnvError],
+              cause: BaseException | None = None):
+        on = f" on {task.id}" if task is not None else ""
+        msg = (f"{self.name}: {what}{on} failed: {why}; JVM restarted (a fresh one at the next call), "
+               "the episode in flight is lost")
+        self._record(msg)
+        self._lost = msg
+        self._discard(sim)
         self.restarts += 1
-        try:
-            if old is not None:
-                old.close()
-        except Exception:
-            pass  # the old JVM is already dead
+        raise cls(msg) from cause
+
+    def _record(self, msg: str) -> None:
+        self.errors.append(msg)
+
+    def _discard(self, sim: Simulator) -> None:
+        if self._sim is sim:
+            self._sim = None
+        _dispose(sim)
+
+    def _start(self, what: str, task: Task | None) -> Simulator:
+        """A new JVM, under the launch deadline. A start that hangs is killed, even before py4j knows its pid."""
+        box: dict = {}
+        done, guard = threading.Event(), threading.Lock()
+
+        def work():
+            try:
+                handle = self._launch()
+            except BaseException as e:  # noqa: BLE001
+                box["error"] = e
+                done.set()
+                return
+            with guard:
+                if box.get("abandoned"):  # the caller gave up: this JVM must not outlive the start
+                    _dispose(Simulator(handle, _process_of(handle)))
+                else:
+                    box["value"] = handle
+            done.set()
+
+        with _LAUNCH_LOCK:
+            before = _gateway_children()
+            threading.Thread(target=work, name=f"{self.name} JVM start", daemon=True).start()
+            try:
+                done.wait(self.launch_timeout_s)
+            finally:
+                with guard:
+                    if "value" not in box and "error" not in box:
+                        box["abandoned"] = True
+                if box.get("abandoned"):
+                    for pid, p in _gateway_children().items():
+                        if pid not in before:
+                            _quietly(p.kill)
+                            _quietly(p.wait, 10)
+        on = f" for {what}" + (f" on {task.id}" if task is not None else "")
+        if box.get("abandoned"):
+            msg = (f"{self.name}: starting a JVM{on} failed: no answer within {self.launch_timeout_s:g} s (hung); "
+                   "killed it")
+            self._record(msg)
+            raise SimulatorError(msg)
+        if "error" in box:
+            e = box["error"]
+            if isinstance(e, (ImportError, EnvError)):  # a missing package or Java: not a passing failure
+                raise e
+            msg = f"{self.name}: starting a JVM{on} failed: {type(e).__name__}: {e}"
+            self._record(msg)
+            raise SimulatorError(msg) from e
+        handle = box["value"]
+        _bound_socket_reads(handle, max(self.call_timeout_s, self.launch_timeout_s) + SOCKET_MARGIN_S)
+        return Simulator(handle, _process_of(handle))
 
     def close(self) -> None:
-        if self._sim is not None:
-            try:
-                self._sim.close()
-            finally:
-                self._sim = None
+        """Kill the JVM this adapter started (the adapter stays usable: the next call starts a new one)."""
+        with self._lock:
+            sim, self._sim = self._sim, None
+            if sim is not None:
+                _dispose(sim)
 
     def __enter__(self):
         return self
@@ -128,8 +405,7 @@ class JavaEnv:
         stored = json.loads(path.read_text()) if path.exists() else {}
         name = "/".join(key)
         if name not in stored:
-            with self._lock:
-                stored[name] = list(self._guard("listing tasks", self._split_ids, *key))
+            stored[name] = list(self._call(f"listing {name} tasks", self._split_ids, *key))
             atomic_write_json(path, stored)
         self._split_cache[key] = stored[name]
         return stored[name]
@@ -157,22 +433,31 @@ class JavaEnv:
     def reset(self, task: Task | str) -> str:
         task = self._as_task(task)
         with self._lock:
-            obs, info = self._guard(f"reset({task.id})", self._load, task)
-        self.current = task
-        self._instruction = info.get("instruction", "")
-        self._valid = info.get("valid", [])
+            obs, info = self._call("reset", self._load, task, task=task)
+            sim = self._sim
+            sim.episode, sim.instruction, sim.valid = task, info.get("instruction", ""), list(info.get("valid", []))
         return obs
 
     def step(self, action: str) -> StepResult:
-        if self.current is None:
-            raise RuntimeError(f"{self.name}: step() before reset()")
         with self._lock:
-            r = self._guard(f"step({action!r})", self._raw_step, action)
-        self._valid = r.info.get("valid", self._valid)
+            sim = self._sim
+            if sim is None or sim.episode is None:
+                if self._lost:  # the episode ended in a failure; only a reset starts another
+                    raise SimulatorError(f"{self.name}: step({action!r}) after the episode was lost: {self._lost}")
+                raise RuntimeError(f"{self.name}: step() before reset()")
+            r = self._call(f"step({action!r})", self._raw_step, action, task=sim.episode, continues=True)
+            sim.valid = list(r.info.get("valid", sim.valid))
         return r
 
+    @property
+    def current(self) -> Task | None:
+        """The task being played (None before a reset, after gold_actions, and after a failure)."""
+        sim = self._sim
+        return sim.episode if sim is not None else None
+
     def valid_actions(self) -> list[str]:
-        return list(self._valid)
+        sim = self._sim
+        return list(sim.valid) if sim is not None else []
 
     def action_templates(self) -> list[str]:
         """Action forms of this benchmark, for prompts when the valid-action list is too long to show."""
@@ -180,15 +465,17 @@ class JavaEnv:
 
     @property
     def instruction(self) -> str:
-        return self._instruction
+        sim = self._sim
+        return sim.instruction if sim is not None else ""
 
     def gold_actions(self, task: Task | str) -> list[str]:
-        """The benchmark's own gold action sequence for a task (resets the simulator to it)."""
+        """The benchmark's own gold action sequence for a task (resets the simulator to it; ends any episode)."""
         task = self._as_task(task)
-        with self._lock:
-            gold = self._guard(f"gold({task.id})", self._gold, task)
-        self.current = None
-        return gold
+        return list(self._call("gold path", self._gold, task, task=task))
 
 
-__all__ = ["JavaEnv", "require_java", "JAVA_MISSING", "SPLITS"]
+def _code(code: int | None) -> str:
+    return f" (exit code {code})" if code else ""
+
+
+__all__ = ["JavaEnv", "Simulator", "require_java", "JAVA_MISSING", "SPLITS", "CALL_TIMEOUT_S", "LAUNCH_TIMEOUT_S"]

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from .base import StepResult, Task, TaskIdError
-from .jvm import JavaEnv
+from .base import SimulatorError, StepResult, Task, TaskIdError
+from .jvm import CALL_TIMEOUT_S, LAUNCH_TIMEOUT_S, JavaEnv, Simulator
 
 GAMES = ("cookingworld", "twc", "coin", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
 
@@ -37,17 +37,18 @@ class TextWorldExpress(JavaEnv):
     TASK_TYPES = GAMES
     _PACKAGE = "textworld-express"
 
-    def __init__(self, step_limit: int = 1000, game_params: dict[str, str | dict] | None = None):
-        super().__init__(step_limit)
+    def __init__(self, step_limit: int = 1000, game_params: dict[str, str | dict] | None = None,
+                 call_timeout_s: float = CALL_TIMEOUT_S, launch_timeout_s: float = LAUNCH_TIMEOUT_S):
+        super().__init__(step_limit, call_timeout_s, launch_timeout_s)
         self.game_params = _param_strings(game_params or {})
         unknown = set(self.game_params) - set(GAMES)
         if unknown:
             raise TaskIdError(f"game_params for unknown games {sorted(unknown)}; valid: {', '.join(GAMES)}")
-        self._loaded: str | None = None
 
     @property
     def options(self) -> dict:
-        return {"step_limit": self.step_limit, "game_params": dict(self.game_params)}
+        return {"step_limit": self.step_limit, "game_params": dict(self.game_params),
+                "call_timeout_s": self.call_timeout_s, "launch_timeout_s": self.launch_timeout_s}
 
     @staticmethod
     def canonical_options(options: dict) -> dict:
@@ -62,35 +63,49 @@ class TextWorldExpress(JavaEnv):
 
     def _launch(self):
         from textworld_express import TextWorldExpressEnv
-        self._loaded = None
         return TextWorldExpressEnv(envStepLimit=self.step_limit)
 
-    def _ensure_game(self, game: str) -> None:
-        if self._loaded != game:
-            self.sim.load(game, self.game_params.get(game, ""))
-            self._loaded = game
+    def _ensure_game(self, sim: Simulator, game: str) -> None:
+        # `sim.loaded` belongs to this JVM: a fresh one starts with nothing loaded, so it always loads.
+        want = (game, self.game_params.get(game, ""))
+        if sim.loaded != want:
+            sim.handle.load(*want)
+            sim.loaded = want
 
-    def _split_ids(self, task_type: str, split: str) -> list[int]:
-        self._ensure_game(task_type)
-        return {"train": self.sim.getValidSeedsTrain, "dev": self.sim.getValidSeedsDev,
-                "test": self.sim.getValidSeedsTest}[split]()
+    def _split_ids(self, sim: Simulator, task_type: str, split: str) -> list[int]:
+        self._ensure_game(sim, task_type)
+        h = sim.handle
+        return list({"train": h.getValidSeedsTrain, "dev": h.getValidSeedsDev, "test": h.getValidSeedsTest}[split]())
 
-    def _reset(self, task: Task, gold: bool):
-        self._ensure_game(task.task_type)
-        return self.sim.reset(seed=task.native_id, gameFold=task.split, generateGoldPath=gold)
+    def _reset(self, sim: Simulator, task: Task, gold: bool):
+        self._ensure_game(sim, task.task_type)
+        obs, info = sim.handle.reset(seed=task.native_id, gameFold=task.split, generateGoldPath=gold)
+        _check_initialised(obs)
+        return obs, info
 
-    def _load(self, task: Task) -> tuple[str, dict]:
-        obs, info = self._reset(task, gold=False)
+    def _load(self, sim: Simulator, task: Task) -> tuple[str, dict]:
+        obs, info = self._reset(sim, task, gold=False)
         return obs, {"instruction": info["taskDescription"], "valid": list(info["validActions"])}
 
-    def _raw_step(self, action: str) -> StepResult:
-        obs, _reward, done, info = self.sim.step(action)
+    def _raw_step(self, sim: Simulator, action: str) -> StepResult:
+        obs, _reward, done, info = sim.handle.step(action)
+        _check_initialised(obs)
         score = max(0.0, min(1.0, float(info["score"])))
         return StepResult(obs, score, bool(done), {
             "raw_score": info["scoreRaw"], "valid": list(info["validActions"]),
             "success": bool(info["tasksuccess"]), "failure": bool(info["taskfailure"]),
             "moves": info.get("numMoves")})
 
-    def _gold(self, task: Task) -> list[str]:
-        self._reset(task, gold=True)
-        return list(self.sim.getGoldActionSequence())
+    def _gold(self, sim: Simulator, task: Task) -> list[str]:
+        self._reset(sim, task, gold=True)
+        return list(sim.handle.getGoldActionSequence())
+
+
+_UNINITIALISED = "ERROR: Game generator is not initialized"
+
+
+def _check_initialised(obs: str) -> None:
+    """TextWorldExpress answers a reset or step on a JVM with no game loaded with an observation, not an
+    error; playing on would score 0 as if the agent had failed."""
+    if obs.startswith(_UNINITIALISED):
+        raise SimulatorError(f"the simulator has no game loaded ({obs.strip()!r})")
