@@ -125,7 +125,10 @@ def test_library_killed_mid_write_is_complete_up_to_its_last_checkpoint(tmp_path
     path = tmp_path / "lib.json"
     p = mp.get_context("fork").Process(target=_writer, args=(path, 10_000))
     p.start()
-    time.sleep(1.5)
+    deadline = time.time() + 120        # a loaded machine may take a while to write the first checkpoint
+    while not path.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     os.kill(p.pid, signal.SIGKILL)
     p.join()
     state = json.loads(path.read_text())  # never a torn file
