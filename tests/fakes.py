@@ -180,3 +180,56 @@ def solve(observation: str) -> str:
         shown = re.findall(r"counter shows (\d+)", observation)
         return "say done" if shown and shown[-1] == goal[0] else "add one"
     return "open door" if "You take the key" in observation else "take key"
+
+
+def solve_count_only(observation: str) -> str:
+    """A policy that solves "count" tasks and never "fetch" ones (it only looks around): for pipelines
+    that need successes and failures of different categories."""
+    return solve(observation) if "Goal" in observation else "look around"
+
+
+FAKE_SKILLS = {  # what FakeTeacher writes for each fake category
+    "count": [{"title": "Count To The Goal", "principle": "Say add one until the counter shows the goal.",
+               "when_to_apply": "the counter shows less than the goal"},
+              {"title": "Say Done At The Goal", "principle": "Say done as soon as the counter shows the goal.",
+               "when_to_apply": "the counter shows the goal"}],
+    "fetch": [{"title": "Take The Key First", "principle": "Take the key before you try to open the locked door.",
+               "when_to_apply": "a key lies in the room and the door is locked"}],
+}
+
+
+class FakeTeacher(FakeModel):
+    """FakeModel that also answers SkillRL's teacher prompts (papers/skillrl/prompts) with well-formed JSON:
+    task-specific skills of the category asked for (FAKE_SKILLS), general skills, a lesson naming the
+    failed task's category, and evolution proposals for the first category offered. Records the kind
+    of every teacher prompt in `teacher_prompts`."""
+
+    backend = identity = "fake:teacher"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.teacher_prompts: list[str] = []
+
+    def reply(self, messages) -> str:
+        first = messages[0]
+        last = first["content"] if len(messages) > 1 and first["role"] == "user" else messages[-1]["content"]
+        m = re.search(r"one kind of task: (\w+)\.", last)
+        if m:
+            self.teacher_prompts.append("specific")
+            return json.dumps(FAKE_SKILLS.get(m.group(1), []))
+        if "general skills that would help on every kind of task" in last:
+            self.teacher_prompts.append("general")
+            return json.dumps([{"title": "Read The Observation", "principle": "Read the whole observation first.",
+                                "when_to_apply": "before every action"}])
+        if last.startswith("An agent failed this task."):
+            self.teacher_prompts.append("lesson")
+            cat = re.search(r"Task \((\w+)\)", last).group(1)
+            return json.dumps({"failure_point": f"look around ({cat})", "wrong_reasoning": "It waited.",
+                               "what_should_have_been_done": "Act on the objects in view.",
+                               "general_principle": "Looking around twice changes nothing."})
+        m = re.search(r"one of: ([\w, ]+), or \"general\"", last)
+        if last.startswith("Below are failed runs") and m:
+            self.teacher_prompts.append("evolve")
+            cat = m.group(1).split(",")[0].strip()
+            return json.dumps([{**s, "category": cat} for s in FAKE_SKILLS.get(cat, [])])
+        return super().reply(messages)

@@ -2,15 +2,18 @@
 failures into a hierarchical SkillBank (general skills, task-specific skills, common mistakes), which
 evolves recursively from validation failures.
 
-    bank.py       the SkillBank as records of the one skill library, and the public JSON layout
-    memory.py     SkillBankMemory (general always, task-specific by similarity or category, mistakes);
-                  RawTrajectoryMemory (the raw-trajectory ablation)
-    pipeline.py   collect → distil → validate/evolve → test conditions; the teacher; citations; footprint
+    bank.py       the SkillBank as records of the one skill library, the public JSON layout, an HTML view
+    memory.py     SkillBankMemory (general always; the task's category's skills by similarity or in order;
+                  its category's and the general mistakes); RawTrajectoryMemory (the raw-trajectory ablation)
+    pipeline.py   collect → distil → validate/evolve → test conditions, resumed from records and bank files
+                  and checked against them; the teacher; citations; what each prompt carried
     prompts/      the teacher's prompts
 """
-from .bank import bank_from_json, bank_to_json, kind, render_bank
+from .bank import bank_from_json, bank_html, bank_to_json, kind, render_bank
 from .memory import RawTrajectoryMemory, SkillBankMemory
-from .pipeline import CONDITIONS, SkillRLRun, Teacher, citations, distil, evolution_round, run_skillrl
+from .pipeline import (CONDITIONS, SkillRLRun, StaleRecords, Teacher, citations, distil, evolution_round,
+                       prompt_footprint, run_skillrl)
 
-__all__ = ["bank_from_json", "bank_to_json", "kind", "render_bank", "RawTrajectoryMemory", "SkillBankMemory",
-           "CONDITIONS", "SkillRLRun", "Teacher", "citations", "distil", "evolution_round", "run_skillrl"]
+__all__ = ["bank_from_json", "bank_html", "bank_to_json", "kind", "render_bank", "RawTrajectoryMemory",
+           "SkillBankMemory", "CONDITIONS", "SkillRLRun", "StaleRecords", "Teacher", "citations", "distil",
+           "evolution_round", "prompt_footprint", "run_skillrl"]

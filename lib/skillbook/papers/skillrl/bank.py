@@ -9,8 +9,15 @@ The public SkillRL code keeps a bank as one JSON object:
 
 Here every entry is a `Skill` in a `SkillLibrary` (so retrieval, persistence and the chapters' tools
 are shared with the other papers): `extra["kind"]` is general | task_specific | mistake, the fields
-above live in `extra`, the embedded `description` is "title: when_to_apply" (a mistake's own
-description), and the `body` is the principle (for a mistake: why it happens and how to avoid it).
+above live in `extra`, and the `body` is the principle (for a mistake: why it happens and how to avoid
+it). The embedded `description` of a skill is what the public code embeds by default (its
+`skill_text_for_retrieval="full"`): title, principle and when_to_apply joined by ". " — not the title
+alone, which for a small teacher's skills ("Pattern Recognition") says nothing about the task; a
+mistake's description is its own.
+
+A mistake distilled from a failed run belongs to that run's category: `extra["category"]`, written as
+an optional "category" field of its `common_mistakes` entry (public loaders read the fields they know
+and skip it). A mistake without one — every mistake of a foreign bank — is general: shown for every task.
 `bank_from_json(bank_to_json(lib)) == lib` field for field, and foreign banks load unchanged.
 """
 from __future__ import annotations
@@ -27,20 +34,27 @@ class BankFormatError(ValueError):
     """A bank JSON object that does not follow the public SkillRL layout; the message says what is wrong."""
 
 
+def retrieval_text(title: str, principle: str, when_to_apply: str) -> str:
+    """The text a skill is embedded as: "title. principle. when_to_apply" (the public code's "full")."""
+    return ". ".join(p.strip().rstrip(".").strip() for p in (title, principle, when_to_apply) if p.strip()) + "."
+
+
 def bank_skill(skill_id: str, title: str, principle: str, when_to_apply: str, category: str | None = None,
                **provenance) -> Skill:
     kind = "general" if category is None else "task_specific"
-    return Skill(id=skill_id, description=f"{title.strip()}: {when_to_apply.strip()}", body=principle.strip(),
+    return Skill(id=skill_id, description=retrieval_text(title, principle, when_to_apply), body=principle.strip(),
                  provenance=dict(provenance),
                  extra={"kind": kind, "category": category, "title": title.strip(), "principle": principle.strip(),
                         "when_to_apply": when_to_apply.strip()})
 
 
-def mistake(mistake_id: str, description: str, why_it_happens: str, how_to_avoid: str, **provenance) -> Skill:
+def mistake(mistake_id: str, description: str, why_it_happens: str, how_to_avoid: str, category: str | None = None,
+            **provenance) -> Skill:
+    """A common mistake; `category` is the task category of the failure it was learned from (None: general)."""
     return Skill(id=mistake_id, description=description.strip(),
                  body=f"Why it happens: {why_it_happens.strip()}\nHow to avoid it: {how_to_avoid.strip()}",
                  provenance=dict(provenance),
-                 extra={"kind": "mistake", "category": None, "description": description.strip(),
+                 extra={"kind": "mistake", "category": category, "description": description.strip(),
                         "why_it_happens": why_it_happens.strip(), "how_to_avoid": how_to_avoid.strip()})
 
 
@@ -58,7 +72,8 @@ def bank_to_json(library: SkillLibrary, metadata: dict | None = None) -> dict:
             out["task_specific_skills"].setdefault(s.extra["category"], []).append(
                 {"skill_id": s.id, **{f: s.extra[f] for f in SKILL_FIELDS}})
         elif k == "mistake":
-            out["common_mistakes"].append({"mistake_id": s.id, **{f: s.extra[f] for f in MISTAKE_FIELDS}})
+            out["common_mistakes"].append({"mistake_id": s.id, **{f: s.extra[f] for f in MISTAKE_FIELDS},
+                                           **({"category": s.extra["category"]} if s.extra.get("category") else {})})
     return out
 
 
@@ -91,7 +106,10 @@ def bank_from_json(obj: dict, embedder=None) -> tuple[SkillLibrary, dict]:
             lib.add(bank_skill(e["skill_id"], e["title"], e["principle"], e["when_to_apply"], category=cat))
     for i, e in enumerate(obj.get("common_mistakes", [])):
         _need(e, ("mistake_id", *MISTAKE_FIELDS), f"common_mistakes[{i}]")
-        lib.add(mistake(e["mistake_id"], e["description"], e["why_it_happens"], e["how_to_avoid"]))
+        cat = e.get("category")
+        if cat is not None and (not isinstance(cat, str) or not cat.strip()):
+            raise BankFormatError(f"common_mistakes[{i}]: 'category' must be a category name, got {cat!r}")
+        lib.add(mistake(e["mistake_id"], e["description"], e["why_it_happens"], e["how_to_avoid"], category=cat))
     return lib, dict(obj.get("metadata", {}))
 
 
@@ -116,4 +134,36 @@ def render_bank(skills: list[Skill], max_chars: int = 2400) -> str:
     return text
 
 
-__all__ = ["KINDS", "BankFormatError", "bank_skill", "mistake", "kind", "bank_to_json", "bank_from_json", "render_bank"]
+def bank_html(library: SkillLibrary) -> str:
+    """The bank for a page: one collapsible section per level — general skills, each category's
+    task-specific skills, each category's common mistakes (general ones last) — each a small table."""
+    from html import escape
+
+    def table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+        th = "".join(f"<th style='text-align:left'>{escape(h)}</th>" for h in head)
+        tr = "".join("<tr>" + "".join(f"<td style='text-align:left'>{escape(c)}</td>" for c in r) + "</tr>"
+                     for r in rows)
+        return f"<table><thead><tr>{th}</tr></thead><tbody>{tr}</tbody></table>"
+
+    skills = list(library)
+    sections: list[tuple[str, str]] = []
+    head = ("id", "title", "principle", "when to apply")
+    row = lambda s: (s.id, s.extra["title"], s.extra["principle"], s.extra["when_to_apply"])  # noqa: E731
+    general = [s for s in skills if kind(s) == "general"]
+    if general:
+        sections.append((f"General skills ({len(general)})", table(head, [row(s) for s in general])))
+    for cat in dict.fromkeys(s.extra["category"] for s in skills if kind(s) == "task_specific"):
+        mine = [s for s in skills if kind(s) == "task_specific" and s.extra["category"] == cat]
+        sections.append((f"Task-specific skills: {cat} ({len(mine)})", table(head, [row(s) for s in mine])))
+    mistakes = [s for s in skills if kind(s) == "mistake"]
+    for cat in sorted({s.extra.get("category") or "" for s in mistakes}, key=lambda c: (c == "", c)):
+        mine = [s for s in mistakes if (s.extra.get("category") or "") == cat]
+        sections.append((f"Common mistakes: {cat or 'general'} ({len(mine)})",
+                         table(("id", "mistake", "why it happens", "how to avoid"),
+                               [(s.id, s.extra["description"], s.extra["why_it_happens"], s.extra["how_to_avoid"])
+                                for s in mine])))
+    return "".join(f"<details><summary>{escape(title)}</summary>{body}</details>" for title, body in sections)
+
+
+__all__ = ["KINDS", "BankFormatError", "bank_skill", "mistake", "kind", "retrieval_text", "bank_to_json",
+           "bank_from_json", "render_bank", "bank_html"]

@@ -1,10 +1,24 @@
 """SkillRL's retrieval over a SkillBank (the third paper, §3.2).
 
-General skills are always in the prompt. Task-specific skills are retrieved by cosine between the task
-description and the skill's description: those with similarity ≥ δ, best first, at most K (the paper's
-K = 6). In `template` mode the category is read off the task type instead (all of that category's
-skills, at most K). Common mistakes are shown too (`mistakes=True`). The bank is read-only here; it
-grows between validation rounds (`skillrl.evolve`), not while tasks run.
+For a task of category k, asked with its description d (at task level the instruction and the first
+observation, `envs.task_query`), the prompt gets
+
+    general skills S_g                                        always (`general=True`)
+    task-specific skills of k:  embedding  those of S_k with cos(e_d, e_s) ≥ δ, best first, at most K
+                                template   the first K of S_k (the public code's default mode)
+    common mistakes             those learned from failures of k, and the general ones (`mistakes=True`)
+
+e_s embeds "title. principle. when_to_apply" (`bank.retrieval_text`), as the public code does.
+
+One difference from the public code's embedding mode, which ranks the task-specific skills of every
+category together: here the candidates are S_k, the skills of the task's own category (the category is
+the task's type, as template mode reads it). Measured on this book's committed bank with the real
+TextWorldExpress test tasks (tests/test_skillrl.py): even with the task-level query and the full skill
+text, a category without skills of its own (peckingorder: no training success to distil) is handed
+another game's skills, at cosines above δ, because room descriptions resemble each other; the paper
+organises S_k by category precisely so that a task gets its category's knowledge.
+
+The bank is read-only here; it grows between validation rounds (`pipeline.evolution_round`).
 """
 from __future__ import annotations
 
@@ -28,15 +42,15 @@ class SkillBankMemory(MemoryPolicy):
         self.name = "skillbank" + (f"-{label}" if label else "")
 
     def retrieve(self, query: str, context: dict) -> list[Skill]:
+        cat = context.get("task_type")
         out = [s for s in self.library if kind(s) == "general"] if self.general else []
+        own = lambda s: kind(s) == "task_specific" and s.extra.get("category") == cat  # noqa: E731
         if self.mode == "template":
-            cat = context.get("task_type")
-            out += [s for s in self.library if kind(s) == "task_specific" and s.extra.get("category") == cat][: self.top_k]
-        else:
-            hits = self.library.search(query, k=self.top_k, threshold=self.delta, where=lambda s: kind(s) == "task_specific")
-            out += [s for s, _ in hits]
+            out += [s for s in self.library if own(s)][: self.top_k]
+        elif any(own(s) for s in self.library):
+            out += [s for s, _ in self.library.search(query, k=self.top_k, threshold=self.delta, where=own)]
         if self.mistakes:
-            out += [s for s in self.library if kind(s) == "mistake"]
+            out += [s for s in self.library if kind(s) == "mistake" and s.extra.get("category") in (None, cat)]
         return out
 
     def render(self, skills: list[Skill]) -> str:
@@ -51,12 +65,14 @@ class SkillBankMemory(MemoryPolicy):
 class RawTrajectoryMemory(MemoryPolicy):
     """The paper's ablation: the raw trajectories the skills were distilled from, in place of skills.
 
-    `trajectories` maps a task category to rendered trajectories; the task's own category is shown
-    (up to `max_chars`), so the prompt carries the same experience, uncompressed."""
+    `trajectories` maps a task category to rendered trajectories; the task's own category is shown, in
+    order, up to `max_chars` (the same budget as the bank's block): a trajectory that does not fit whole
+    is cut — its first steps and its outcome line kept — rather than left out, so a category whose runs
+    are each longer than the budget still gets raw experience (`max_chars=None`: no budget)."""
 
     name = "raw-trajectories"
 
-    def __init__(self, trajectories: dict[str, list[str]], max_chars: int = 2400):
+    def __init__(self, trajectories: dict[str, list[str]], max_chars: int | None = 2400):
         self.trajectories, self.max_chars = trajectories, max_chars
 
     def retrieve(self, query: str, context: dict) -> list[Skill]:
@@ -64,17 +80,35 @@ class RawTrajectoryMemory(MemoryPolicy):
         return [Skill(id=f"raw{i}", description="a past trajectory", body=t) for i, t in enumerate(texts)]
 
     def render(self, skills: list[Skill]) -> str:
-        text, used = "", 0
+        text = ""
         for s in skills:
             block = f"Past trajectory:\n{s.body.strip()}\n"
-            if used + len(block) > self.max_chars:
+            if self.max_chars is not None and len(text) + len(block) > self.max_chars:
+                text += _fit(block, self.max_chars - len(text))
                 break
-            text, used = text + block, used + len(block)
+            text += block
         return text
 
     def settings(self) -> dict:
         return {**super().settings(), "trajectories": content_hash(self.trajectories),
                 "max_chars": self.max_chars}
+
+
+def _fit(block: str, n: int) -> str:
+    """`block` (header line, step lines, outcome line) in at most `n` characters: the header, as many
+    lines from the start as fit, a "…" line, the outcome line; "" when not even header and outcome fit."""
+    lines = block.rstrip("\n").split("\n")
+    head, tail = lines[:2], lines[-1]
+    fixed = len("\n".join(head)) + len("\n  …\n") + len(tail) + 1
+    if len(lines) < 4 or fixed > n:
+        return ""
+    kept, used = list(head), fixed
+    for line in lines[2:-1]:
+        if used + len(line) + 1 > n:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join(kept + ["  …", tail]) + "\n"
 
 
 __all__ = ["SkillBankMemory", "RawTrajectoryMemory", "MODES"]

@@ -4,12 +4,14 @@
     distil       a teacher model (any backend; default the agent's) turns successes of each category into
                  task-specific strategy skills, a sample of all runs into general skills, and each failure
                  into a lesson (failure point, wrong reasoning, what should have been done, general
-                 principle), which becomes a common mistake
+                 principle), which becomes a common mistake of that run's category
     evolve       after each validation round on dev tasks, every category with success below δ (0.4)
                  gets its failed runs sampled — stratified by category, most severe (lowest score)
                  first, round-robin; at most 10 analysed, 5 in the prompt, the last 5 steps of each,
                  observations cut to 200 characters — and the teacher, shown the existing titles,
                  proposes 1–3 new skills (ids dyn_NNN); the bank grows
+
+    test         the conditions on test tasks; `prompt_footprint` says what each prompt carried
 
 Cold-start SFT and GRPO (weight updates) are not here. A teacher reply that is not valid JSON is asked
 again once (sampled, with a reminder) and then skipped with the error recorded.
@@ -28,11 +30,12 @@ from ...agent import AgentConfig
 from ...agent.parsing import parse_json
 from ...envs import require_splits
 from ...io import atomic_write_json
+from ...memory import NoMemory
 from ...prompts import load
 from ...records import Episode, render_steps
-from ...run import Condition, collect, load_episodes, run_condition
+from ...run import Condition, collect, run_condition
 from ...skills.library import SkillLibrary
-from .bank import bank_from_json, bank_skill, bank_to_json, kind, mistake, render_bank
+from .bank import bank_from_json, bank_skill, bank_to_json, kind, mistake
 from .memory import RawTrajectoryMemory, SkillBankMemory
 
 DELTA = 0.4
@@ -197,14 +200,103 @@ def load_bank(path: Path) -> tuple[SkillLibrary, dict]:
     return bank_from_json(json.loads(Path(path).read_text()))
 
 
-def footprint(texts_skills: list[str], texts_raw: list[str]) -> dict:
-    """Tokens of the injected skills vs the raw trajectories they came from (MiniLM's WordPiece tokenizer:
-    a ratio, not a count in the agent model's own tokens)."""
+# -- resuming from records and bank files -------------------------------------------------------------------
+class StaleRecords(ValueError):
+    """Records or a bank file that were made under something other than what is asked now; the message
+    names what to remove so that it is made again."""
+
+
+def task_distribution(episodes) -> dict:
+    """{category: {success, failure}} of runs, as the public layout's metadata writes it."""
+    return {c: {"success": int(sum(e.success for e in episodes if e.task_type == c)),
+                "failure": int(sum(not e.success for e in episodes if e.task_type == c))}
+            for c in sorted({e.task_type for e in episodes})}
+
+
+def evolution_inputs(episodes, delta: float = DELTA, max_analysed: int = 10) -> dict:
+    """What an evolution round reads from validation runs: success by category and the failures it samples."""
+    success = category_success(episodes)
+    cats = triggered(success, delta)
+    return {"success": success, "failures": [e.task_id for e in sample_failures(episodes, cats, max_analysed)]}
+
+
+def check_retrieval(episodes, memory, where) -> None:
+    """Every recorded (sub)task retrieved what `memory` retrieves now for the query it recorded.
+
+    The run store compares settings; records converted from the first record format kept only the
+    memory's name, so a changed retrieval would replay them unnoticed. This compares what matters. A
+    record without its query (made before queries were recorded) cannot be checked and is refused too,
+    unless the memory is none (whose prompt no query changes)."""
+    for e in episodes:
+        for sub in e.subtasks:
+            if not sub.query and not isinstance(memory, NoMemory):
+                raise StaleRecords(
+                    f"{where}: {e.task_id} was recorded without the query its memory was asked with (records "
+                    f"made before the task-level query); remove {where} and everything computed from it (later "
+                    "bank files, later runs) to run it again")
+            context = {"task_id": e.task_id, "task_type": e.task_type, "env": e.env, "level": e.agent,
+                       "instruction": e.instruction}
+            now = [s.id for s in memory.retrieve(sub.query, context)]
+            if now != list(sub.retrieved):
+                raise StaleRecords(
+                    f"{where}: {e.task_id} was recorded retrieving {sub.retrieved} for the query {sub.query[:80]!r}, "
+                    f"but this memory retrieves {now}: the records were made with another retrieval. Remove {where} "
+                    "and everything computed from it (later bank files, later runs) to run it again")
+
+
+# -- tokens per prompt ---------------------------------------------------------------------------------------
+def wordpiece_tokens(text: str) -> int:
+    """Tokens of `text` in the embedder's WordPiece vocabulary (the same counter on both sides of a ratio)."""
     from ...skills.embeddings import get_embedder
-    tok = get_embedder()._load_model().tokenizer
-    count = lambda ts: int(sum(len(tok(t, add_special_tokens=False)["input_ids"]) for t in ts))  # noqa: E731
-    s, r = count(texts_skills), count(texts_raw)
-    return {"skill_tokens": s, "raw_tokens": r, "compression": (r / s) if s else np.nan}
+    return len(get_embedder()._load_model().tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def prompt_footprint(episodes: dict[str, list], memories: dict, raw: dict[str, list[str]], count=None) -> pd.DataFrame:
+    """What one prompt carries, per test episode and condition (the paper's 10–20× is per prompt).
+
+    From the records, in the agent model's own tokens:
+        prompt_tokens        mean prompt of the episode's executor calls
+        first_prompt_tokens  its first executor prompt, the one that carries the memory block
+        block_tokens         first_prompt_tokens minus the same task's without memory (condition "none"): the
+                             block itself, everything else in that prompt being the same; NaN without "none"
+    Re-rendered from the recorded retrieval (`check_retrieval` has made sure it is the recorded one), counted
+    with `count` (default: WordPiece, a ratio rather than the model's count):
+        retrieved            the ids of what the prompt showed; other_category: how many of them belong to
+                             another task category than the episode's
+        block                the memory block as the prompt showed it
+        block_count          its tokens
+        experience_count     the raw training runs of the task's category in full: the experience the block
+                             stands for, uncompressed
+        compression          experience_count / block_count (NaN for an empty block)
+    """
+    count = count or wordpiece_tokens
+    everything = RawTrajectoryMemory(raw, max_chars=None)
+    experience = {c: count(everything.render(everything.retrieve("", {"task_type": c}))) for c in raw}
+    rows = []
+    for name, eps in episodes.items():
+        memory = memories.get(name)
+        for e in eps:
+            prompts = [c.prompt_tokens for c in e.calls if c.role == "executor"]
+            skills = []
+            if memory is not None and e.subtasks:
+                context = {"task_id": e.task_id, "task_type": e.task_type, "env": e.env, "level": e.agent,
+                           "instruction": e.instruction}
+                skills = memory.retrieve(e.subtasks[0].query, context)
+            block = memory.render(skills) if skills else ""
+            n = count(block) if block else 0
+            rows.append({"condition": name, "task_id": e.task_id, "category": e.task_type,
+                         "retrieved": [s.id for s in skills],
+                         "other_category": sum(s.extra.get("category") not in (None, e.task_type) for s in skills),
+                         "prompt_tokens": float(np.mean(prompts)) if prompts else np.nan,
+                         "first_prompt_tokens": float(prompts[0]) if prompts else np.nan,
+                         "block": block, "block_count": n, "experience_count": experience.get(e.task_type, 0),
+                         "compression": experience.get(e.task_type, 0) / n if n else np.nan})
+    df = pd.DataFrame(rows, columns=["condition", "task_id", "category", "retrieved", "other_category",
+                                     "prompt_tokens", "first_prompt_tokens", "block", "block_count",
+                                     "experience_count", "compression"])
+    base = df[df.condition == "none"].set_index("task_id")["first_prompt_tokens"]
+    df.insert(7, "block_tokens", df["first_prompt_tokens"] - df["task_id"].map(base))
+    return df
 
 
 # -- the experiment ------------------------------------------------------------------------------------------
@@ -217,19 +309,30 @@ class SkillRLRun:
     history: pd.DataFrame        # per round and category: validation success, triggered, skills added
     test: pd.DataFrame           # one row per test episode and condition
     train_episodes: list
-    footprint: dict
+    prompts: pd.DataFrame        # per test episode and condition: what its prompt carried (`prompt_footprint`)
     teacher_errors: list
+    raw: dict = field(default_factory=dict)   # category → the rendered training runs (the raw-trajectory memory)
 
 
 def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], agent: dict, rounds: int = 2,
                 delta: float = DELTA, retrieval_delta: float = 0.3, top_k: int = 6, env_options: dict | None = None,
-                workers: int = 1, conditions=CONDITIONS) -> SkillRLRun:
-    """Collect → distil → validate and evolve `rounds` times → the test conditions. Every stage resumes:
-    runs from their records, banks from `bank/roundN.json`."""
+                workers: int = 1, conditions=CONDITIONS, mode: str = "embedding", count=None) -> SkillRLRun:
+    """Collect → distil → validate and evolve `rounds` times → the test conditions.
+
+    Every stage resumes: runs from their records, banks from `bank/roundN.json` (a bank in the public
+    layout placed at `bank/round0.json` is used as the distilled one). A bank is always used as read back
+    from its file, so a fresh and a resumed run hold the same records in the same order (the file's:
+    general, task-specific by category, mistakes) and their memories the same settings. A bank file is
+    checked against the runs it was made from (round 0: the training runs' task distribution, when this
+    book distilled it; round N + 1: validation round N's success by category and sampled failures), and
+    every SkillBank or raw-trajectory run against the retrieval asked for (`check_retrieval`): what does
+    not match is refused (`StaleRecords`), never silently reused. `mode` is the retrieval mode
+    (`SkillBankMemory`); `count` counts tokens for the compression ratio (`prompt_footprint`)."""
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
         raise ValueError(f"unknown SkillRL condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
     require_splits(tasks, ("train", "dev", "test"), "run_skillrl")
+    SkillBankMemory(SkillLibrary(), mode=mode, top_k=top_k)          # parameters checked before any run
     run_dir = Path(run_dir)
     config = AgentConfig(level="task", **agent)
     train = collect(run_dir / "collect", llm, tasks["train"], config, env_options, workers)
@@ -237,34 +340,47 @@ def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], ag
     path = run_dir / "bank" / "round0.json"
     if path.exists():
         bank, meta = load_bank(path)
+        if str(meta.get("source", "")).startswith("skillbook distillation") and \
+                meta.get("task_distribution") != task_distribution(train):
+            raise StaleRecords(f"{path} was distilled from other training runs ({meta.get('task_distribution')}, now "
+                               f"{task_distribution(train)}); remove the bank files to distil again")
     else:
         bank = distil(teacher, train)
-        dist = {c: {"success": int(sum(e.success for e in train if e.task_type == c)),
-                    "failure": int(sum(not e.success for e in train if e.task_type == c))}
-                for c in sorted({e.task_type for e in train})}
         meta = {"source": f"skillbook distillation by {teacher_llm.backend}", "total_memories_analyzed": len(train),
-                "task_distribution": dist, "teacher_errors": list(teacher.errors)}
+                "task_distribution": task_distribution(train), "teacher_errors": list(teacher.errors)}
         save_bank(path, bank, meta)
+        bank, meta = load_bank(path)      # the file is the bank: a resumed run sees the same records, in its order
     errors = list(meta.get("teacher_errors", []))
-    def with_bank(name: str, b: SkillLibrary, **kw) -> Condition:
-        return Condition(name, config, lambda: SkillBankMemory(b, delta=retrieval_delta, top_k=top_k, **kw))
+
+    def memory(b: SkillLibrary, **kw):
+        return lambda: SkillBankMemory(b, mode=mode, delta=retrieval_delta, top_k=top_k, **kw)
+
+    def checked(d: Path, c: Condition, ids: list[str], desc: str) -> list:
+        eps = run_condition(d, llm, c, ids, env_options, workers, desc=desc).episodes
+        check_retrieval(eps, c.memory(), d)
+        return eps
 
     banks, rows = [bank], []
     for r in range(rounds):
         d = run_dir / "validation" / f"round{r}"
-        run_condition(d, llm, with_bank(f"round{r}", bank, label=f"round{r}"), tasks["dev"], env_options, workers,
-                      desc=f"validation round {r}")
+        val = checked(d, Condition(f"round{r}", config, memory(bank, label=f"round{r}")), tasks["dev"],
+                      f"validation round {r}")
         nxt = run_dir / "bank" / f"round{r + 1}.json"
         if nxt.exists():
             bank, meta = load_bank(nxt)
             info = meta["evolution"]
+            seen = {"success": info.get("success"), "failures": info.get("failures")}
+            if seen != evolution_inputs(val, delta):
+                raise StaleRecords(f"{nxt} was evolved from other validation runs than {d} holds ({seen} vs "
+                                   f"{evolution_inputs(val, delta)}); remove it and the later bank files and runs")
         else:
             bank = bank.filtered(lambda s: True)
             teacher.errors.clear()
-            info = evolution_round(teacher, bank, load_episodes(d), delta)
+            info = evolution_round(teacher, bank, val, delta)
             errors += teacher.errors
             save_bank(nxt, bank, {"round": r + 1, "evolution": info, "teacher_errors": list(teacher.errors)})
-            info = json.loads(json.dumps(info))
+            bank, meta = load_bank(nxt)
+            info = meta["evolution"]
         banks.append(bank)
         for cat, acc in info["success"].items():
             rows.append({"round": r, "category": cat, "success": acc, "triggered": cat in info["triggered"],
@@ -273,21 +389,22 @@ def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], ag
     for e in train:
         raw.setdefault(e.task_type, []).append(render_run(e))
     make = {"none": lambda: Condition("none", config),
-            "skillbank": lambda: with_bank("skillbank", banks[0], label="initial"),
-            "skillbank+evolution": lambda: with_bank("skillbank+evolution", banks[-1], label="evolved"),
-            "no-hierarchy": lambda: with_bank("no-hierarchy", banks[-1], general=False, mistakes=False,
-                                              label="no-hierarchy"),
+            "skillbank": lambda: Condition("skillbank", config, memory(banks[0], label="initial")),
+            "skillbank+evolution": lambda: Condition("skillbank+evolution", config, memory(banks[-1], label="evolved")),
+            "no-hierarchy": lambda: Condition("no-hierarchy", config, memory(banks[-1], general=False, mistakes=False,
+                                                                             label="no-hierarchy")),
             "raw-trajectories": lambda: Condition("raw-trajectories", config, lambda: RawTrajectoryMemory(raw))}
-    frames = []
+    frames, episodes, memories = [], {}, {}
     for name in conditions:
-        eps = run_condition(run_dir / "test" / name, llm, make[name](), tasks["test"], env_options, workers,
-                            desc=f"test: {name}").episodes
+        c = make[name]()
+        eps = checked(run_dir / "test" / name, c, tasks["test"], f"test: {name}")
+        episodes[name], memories[name] = eps, c.memory()
         df = pd.DataFrame([e.row() | {"executor_prompt_tokens": float(np.mean([c.prompt_tokens for c in e.calls
                                                                                 if c.role == "executor"] or [np.nan]))}
                            for e in eps]).assign(condition=name)
         frames.append(df)
-    fp = footprint([render_bank(list(banks[-1]), max_chars=10**9)], [render_run(e) for e in train])
-    return SkillRLRun(banks, pd.DataFrame(rows), pd.concat(frames, ignore_index=True), train, fp, errors)
+    prompts = prompt_footprint(episodes, {k: v for k, v in memories.items() if k != "none"}, raw, count)
+    return SkillRLRun(banks, pd.DataFrame(rows), pd.concat(frames, ignore_index=True), train, prompts, errors, raw)
 
 
 def citations(episode, skills) -> list[list[str]]:
@@ -300,5 +417,7 @@ def citations(episode, skills) -> list[list[str]]:
     return out
 
 
-__all__ = ["CONDITIONS", "SkillRLRun", "run_skillrl", "citations", "DELTA", "parse_json", "Teacher", "render_run", "distil", "category_success", "triggered",
-           "sample_failures", "evolution_round", "save_bank", "load_bank", "footprint"]
+__all__ = ["CONDITIONS", "SkillRLRun", "run_skillrl", "citations", "DELTA", "parse_json", "Teacher", "render_run",
+           "distil", "category_success", "triggered", "sample_failures", "evolution_round", "save_bank", "load_bank",
+           "StaleRecords", "task_distribution", "evolution_inputs", "check_retrieval", "wordpiece_tokens",
+           "prompt_footprint"]
