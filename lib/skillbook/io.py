@@ -29,7 +29,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~_umask())   # mkstemp makes 0600 files; records are ordinary files
+        os.fchmod(fd, 0o666 & ~_UMASK)   # mkstemp makes 0600 files; records are ordinary files
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -42,10 +42,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+# Read once at import: os.umask can only be read by setting it, which is not safe while threads run.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
