@@ -20,45 +20,12 @@ from pathlib import Path
 
 import yaml
 
-import skillbook
 
 from ..io import atomic_write_text
-from .lab import Lab
+from ..profiles import ProfileError, load_profile, profiles, project_root  # noqa: F401 (re-exported)
+from .lab import Lab  # noqa: F401 (chapters import it from here)
 
 CANONICAL_PROFILE = "workshop"  # the profile _toc.yml points at
-
-
-class ProfileError(ValueError):
-    """Unknown profile or chapter; the message lists the valid ones."""
-
-
-def project_root() -> Path:
-    """The checkout that holds _toc.yml: beside the editable package, else the nearest parent of cwd."""
-    candidates = [Path(skillbook.__file__).resolve().parents[2], *Path.cwd().resolve().parents, Path.cwd()]
-    for c in candidates:
-        if (c / "_toc.yml").exists() and (c / "pyproject.toml").exists():
-            return c
-    raise FileNotFoundError("cannot find the skillbook checkout (a folder with _toc.yml and pyproject.toml)")
-
-
-def profiles(root: Path | None = None) -> list[str]:
-    return sorted(p.stem for p in ((root or project_root()) / "profiles").glob("*.yml"))
-
-
-def load_profile(name: str, root: Path | None = None) -> dict:
-    root = root or project_root()
-    path = root / "profiles" / f"{name}.yml"
-    if not path.exists():
-        raise ProfileError(f"unknown profile {name!r}; valid profiles: {', '.join(profiles(root))}")
-    try:
-        params = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        raise ProfileError(f"{path}{where}: not a valid YAML profile ({getattr(e, 'problem', e)})") from None
-    if not isinstance(params, dict):
-        raise ProfileError(f"{path}: a profile is a mapping of parameter names to values")
-    return params
 
 
 def toc_chapters(root: Path | None = None) -> list[str]:

@@ -25,7 +25,7 @@ class Lab:
                  seed: int = 0, runs_root: str | None = None, records: str | None = None):
         """`records` names a run directory shared by several chapters (e.g. 'transfer'); default: the chapter's."""
         from ..llm import DEFAULT_BACKEND, ResponseCache, get_llm
-        from . import project_root
+        from ..profiles import project_root
 
         self.chapter, self.profile, self.seed = chapter, profile, seed
         self.root = Path(runs_root) if runs_root else project_root() / "runs" / profile

@@ -31,8 +31,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -127,7 +126,7 @@ class StudyDesign:
 
     @classmethod
     def from_profile(cls, profile: str, root: Path | None = None) -> "StudyDesign":
-        from ...book import ProfileError, load_profile
+        from ...profiles import ProfileError, load_profile
         spec = load_profile(profile, root).get("study")
         if not isinstance(spec, dict):
             raise ProfileError(f"profile {profile!r} has no `study:` section (the study's pre-registered design)")
@@ -327,7 +326,7 @@ def pinned_checkout(project: Path, root: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ...book import ProfileError, load_profile, project_root
+    from ...profiles import ProfileError, load_profile, project_root
     from ...llm import ResponseCache, get_llm
     ap = argparse.ArgumentParser(prog="python -m skillbook.papers.breakdown.study", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
