@@ -6,6 +6,7 @@ behind a dev gate, per-task masking.
     templates.py    the protected templates (masked in attribution; never split, retired, merged or
                     suppressed per task)
     pipeline.py     upstream library → K masking trials → split/retire/merge behind the dev gate → test
+    simulate.py     planted heterogeneous effects through attribution and the restructuring decisions
     prompts/        the split prompt
 """
 from .memory import AssayMemory, PerTaskMasking, is_template
