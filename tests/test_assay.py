@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from skillbook.agent import AgentConfig
-from skillbook.papers.assay.pipeline import (AssaySettings, accept, assay_conditions, merge_clusters, parse_variants, restructure,
-                             sign_flips)
+from skillbook.papers.assay.pipeline import (AssaySettings, accept, assay_conditions, merge_clusters, parse_variants,
+                                            restructure, retire_candidates, sign_flips, split_candidates)
 from skillbook.papers.assay import AssayMemory, PerTaskMasking
 from skillbook.skills.library import SkillLibrary
 from skillbook.skills.record import Skill
@@ -55,11 +55,16 @@ def test_per_task_masking_suppresses_predicted_harm_keeps_templates_and_falls_ba
         PerTaskMasking(np.zeros((2, 3)), ["t1", "t2", "t3", "t4"], DEV)
 
 
-def test_assay_memory_shows_templates_plus_unmasked_hits():
+def test_assay_memory_shows_a_template_only_when_the_mask_includes_it():
+    """Issue 13: a trial's mask decides for templates too; a library without a mask shows them all."""
     lib = library()
+    tpl = [s.id for s in template_skills("twx")]
     mem = AssayMemory(lib, include={"t1"}, k=5, threshold=0.0)
-    got = [s.id for s in mem.retrieve("Simon says touch the cabbage", {"task_id": "x"})]
-    assert got[:5] == [s.id for s in template_skills("twx")] and got[5:] == ["t1"]
+    assert [s.id for s in mem.retrieve("Simon says touch the cabbage", {"task_id": "x"})] == ["t1"]
+    mem = AssayMemory(lib, include={"t1", tpl[2]}, k=5, threshold=0.0)
+    assert [s.id for s in mem.retrieve("Simon says touch the cabbage", {"task_id": "x"})] == [tpl[2], "t1"]
+    got = [s.id for s in AssayMemory(lib, k=5, threshold=0.0).retrieve("Simon says", {"task_id": "x"})]
+    assert got[:5] == tpl and len(got) == 9                           # templates first, then top-k
 
 
 class GateStub:
@@ -98,6 +103,28 @@ def test_dev_gate_rejects_a_step_that_lowers_the_pass_rate():
     assert gate.asked[0][0] == "original"
 
 
+def test_templates_take_part_in_C_but_are_never_split_or_retired():
+    """Issue 13: C now has template rows; a template with the largest H and Ĉ = 0 stays untouched."""
+    lib = library()
+    tpl = [s.id for s in template_skills("twx")]
+    ids = ["t1", "t2", "t3", "t4"] + tpl
+    C = np.array([[0.9, -0.6, 0.0], [0.3, 0.3, 0.3], [0.3, 0.3, 0.3], [0.2, 0.2, 0.2]]
+                 + [[1.0, -1.0, 0.0]] + [[0.0, 0.01, -0.01]] * 4)
+    from skillbook.papers.assay.attribution import global_score, heterogeneity
+    a = {"skill_ids": ids, "C": C, "global": global_score(C), "heterogeneity": heterogeneity(C)}
+    settings = AssaySettings(tau_split=1.0, tau_retire=0.05, tau_merge=0.99, max_split=1)
+    assert split_candidates(ids, a["heterogeneity"], settings) == ["t1"]     # not tpl-look (H = 2.0)
+    assert retire_candidates(ids, a["global"], settings) == []              # not the four Ĉ = 0 templates
+    gate = GateStub({"original": 0.5, "split": 0.6, "retire": 0.6, "merge": 0.6})
+    new, log = restructure(lib, a, DEV, FakeSplitLLM(), gate, settings)
+    assert set(tpl) <= {s.id for s in new} and not any(set(c) & set(tpl) for c in log["changed"])
+    # the global filter drops skills with Ĉ < 0, never a template
+    C[4] = [-1.0, -1.0, -1.0]
+    a = {"skill_ids": ids, "C": C, "global": global_score(C), "heterogeneity": heterogeneity(C)}
+    glob = assay_conditions(AgentConfig(), lib, lib, a, DEV, settings, conditions=["global"])[0].memory()
+    assert set(tpl) <= glob.include
+
+
 def test_steps_without_candidates_run_no_gate():
     lib = library()
     C = np.zeros((4, 3))
@@ -125,7 +152,7 @@ def test_conditions_and_sign_flips():
     conds = assay_conditions(config, lib, lib, a, DEV, AssaySettings())
     assert [c.name for c in conds] == ["none", "full", "global", "restructured", "restructured+masking", "full+masking"]
     glob = conds[2].memory()
-    assert glob.include == {"t1", "t2", "t4"}                           # Ĉ(t3) < 0 dropped; NaN kept
+    assert glob.include == {"t1", "t2", "t4"} | {s.id for s in template_skills("twx")}   # Ĉ(t3) < 0 dropped
     with pytest.raises(ValueError, match="valid: none, full"):
         assay_conditions(config, lib, lib, a, DEV, AssaySettings(), conditions=["oracle"])
     with pytest.raises(ValueError, match="valid: score, success"):

@@ -55,12 +55,14 @@ def test_the_bound_holds_on_the_data():
     assert np.nanvar(cells) <= 0.25 * (1 / (0.4 * 12) + 1 / (0.6 * 12)) * 1.2
 
 
-def test_sample_masks_protects_templates_and_gives_every_skill_both_arms():
-    prot = np.array([True, False, False, False])
-    m = sample_masks(4, k=6, f=0.4, seed=3, protected=prot)
-    assert m.shape == (6, 4) and m[:, 0].all()
-    assert ((m[:, 1:].sum(axis=0) > 0) & (m[:, 1:].sum(axis=0) < 6)).all()
-    assert (sample_masks(4, k=6, f=0.4, seed=3, protected=prot) == m).all()     # seeded
+def test_sample_masks_draw_every_skill_and_give_each_both_arms():
+    """Issue 13: no skill is forced in (the paper's §2.1 masks every skill, templates too)."""
+    m = sample_masks(4, k=6, f=0.4, seed=3)
+    assert m.shape == (6, 4)
+    assert ((m.sum(axis=0) > 0) & (m.sum(axis=0) < 6)).all()
+    assert (sample_masks(4, k=6, f=0.4, seed=3) == m).all()                     # seeded
+    with pytest.raises(TypeError):
+        sample_masks(4, k=6, f=0.4, seed=3, protected=[True, False, False, False])
     with pytest.raises(ValueError, match="0 < f < 1"):
         sample_masks(3, k=4, f=1.0)
 

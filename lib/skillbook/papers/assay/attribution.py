@@ -77,8 +77,9 @@ def expected_half_width(k: int, f: float, z: float = 1.96) -> float:
     return float(z * np.sqrt(0.25 * (1 / (f * k) + 1 / ((1 - f) * k))))
 
 
-def sample_masks(n_skills: int, k: int = 12, f: float = 0.4, seed: int = 0, protected=None) -> np.ndarray:
-    """K×N Bernoulli(f) masks; `protected` (a boolean vector) marks skills that are always included.
+def sample_masks(n_skills: int, k: int = 12, f: float = 0.4, seed: int = 0) -> np.ndarray:
+    """K×N Bernoulli(f) masks over every skill (the paper's §2.1: all skills, templates included, take
+    part in attribution; protection applies only downstream).
 
     A skill that every trial included or none did gets no estimate, so such columns are re-drawn (with
     the same generator, hence reproducibly) when K ≥ 2.
@@ -87,14 +88,12 @@ def sample_masks(n_skills: int, k: int = 12, f: float = 0.4, seed: int = 0, prot
         raise ValueError(f"need K ≥ 1 and 0 < f < 1, got K={k!r}, f={f!r}")
     rng = np.random.default_rng(seed)
     m = rng.random((k, n_skills)) < f
-    prot = np.zeros(n_skills, bool) if protected is None else np.asarray(protected, bool)
     if k >= 2:
         for _ in range(100):
-            bad = ~prot & ((m.sum(axis=0) == 0) | (m.sum(axis=0) == k))
+            bad = (m.sum(axis=0) == 0) | (m.sum(axis=0) == k)
             if not bad.any():
                 break
             m[:, bad] = rng.random((k, int(bad.sum()))) < f
-    m[:, prot] = True
     return m
 
 

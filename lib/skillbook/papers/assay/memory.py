@@ -3,13 +3,14 @@
 `AssayMemory(library, include=..., masking=...)` retrieves like the first paper's memory — top-k by
 description cosine above a threshold — but only among the skills the mask lets through:
 
-* `include`: the ids a random-masking trial (or a global filter) keeps; protected templates (id prefix
-  `tpl-`) are always kept and never modified.
+* `include`: exactly the ids a random-masking trial (or a filter) shows, templates too (None: the whole
+  library). The paper's §2.1 masks every skill, the protected templates (id prefix `tpl-`) included, so
+  a trial shows a template only when its mask draws it; a filter that keeps templates lists them.
 * `masking`: per-task causal masking. Our reconstruction (the paper's §2.3 is cut off in our copy, so
   this is a stated design choice): embed the test task; weight the dev tasks by a temperature softmax of
   their cosine to it (optionally only the k nearest); predict skill j's effect as the weighted mean of
   its row of the attribution matrix C (NaN cells left out); suppress skills predicted negative; keep
-  templates; if fewer than `min_keep` non-template skills survive, fall back to the full library.
+  the protected templates whatever their row says (the paper: protection applies to this stage); if fewer than `min_keep` non-template skills survive, fall back to the full library.
 
 The library never changes while tasks run (Assay restructures it offline, between runs).
 """
@@ -90,15 +91,17 @@ class AssayMemory(MemoryPolicy):
         self.decisions: list[dict] = []
 
     def visible(self, context: dict | None = None) -> list[Skill]:
-        skills = [s for s in self.library if is_template(s) or self.include is None or s.id in self.include]
+        skills = [s for s in self.library if self.include is None or s.id in self.include]
         if self.masking is not None and context is not None:
             skills, decision = self.masking.keep(skills, task_text(context))
             self.decisions.append({"task_id": context.get("task_id"), **decision})
         return skills
 
     def retrieve(self, query: str, context: dict) -> list[Skill]:
-        allowed = {s.id for s in self.visible(context)}
-        templates = [s for s in self.library if is_template(s)]
+        """The visible templates (always shown, first), then the top-k visible other skills."""
+        visible = self.visible(context)
+        allowed = {s.id for s in visible}
+        templates = [s for s in visible if is_template(s)]
         hits = self.library.search(query, k=self.k, threshold=self.threshold,
                                    where=lambda s: s.id in allowed and not is_template(s))
         return templates + [s for s, _ in hits]

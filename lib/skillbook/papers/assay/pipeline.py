@@ -3,14 +3,20 @@
     1. upstream library   the bare subtask-level agent runs every training task twice, hardest first;
                           its sub-trajectories are induced into text skills (never shown to it); the
                           env's five protected templates (`tpl-`) are added.
-    2. random masking     K trials; trial k shows skill j with probability f; each trial runs the M dev
-                          tasks → outcomes (K × M) → attribution matrix C (attribution.py).
+    2. random masking     K trials; trial k shows each skill — templates too (the paper's §2.1: "all
+                          skills without exception take part in attribution") — with probability f; each
+                          trial runs the M dev tasks → outcomes (K × M) → attribution matrix C over all
+                          N skills (attribution.py).
     3. restructuring      offline, in the paper's order: split (H ≥ τ_split: the model rewrites the skill
                           into two conditional variants, guided by its C row), retire (|Ĉ| < τ_retire),
                           merge (description cosine > τ_merge: keep the best Ĉ). Each step is kept only
-                          if the dev pass rate does not drop (the dev gate).
+                          if the dev pass rate does not drop (the dev gate). Templates are never split,
+                          retired or merged (protected from "all subsequent modification").
     4. test conditions    none, full, global filter (Ĉ ≥ 0), restructured, restructured + per-task
-                          masking, and full + per-task masking (masking alone).
+                          masking, and full + per-task masking (masking alone). Every condition with a
+                          library shows all its templates: per-task masking never suppresses them (the
+                          paper's protection "applies to the downstream masking stage") and the global
+                          filter, a curation step, leaves them alone like restructuring does.
 
 Every run goes through `run.run_condition` into its own directory under the chapter's run
 directory, so a killed pipeline resumes where it stopped; the masks are drawn once and saved.
@@ -36,7 +42,7 @@ from ...skills.record import Skill
 from ..breakdown import InducedMemory, library_of
 from .attribution import attribution_matrix, global_score, heterogeneity, sample_masks
 from .memory import AssayMemory, PerTaskMasking, is_template
-from .templates import with_templates
+from .templates import template_skills, with_templates
 
 OUTCOMES = ("score", "success")
 
@@ -110,22 +116,36 @@ def assay_condition(name: str, config: AgentConfig, library: SkillLibrary, setti
                                                        threshold=settings.threshold, label=label))
 
 
+MASK_PROTOCOL = "every skill"   # what masks.json's draw covers (before issue 13: templates forced in)
+
+
 def mask_trials(run_dir: Path, llm, library: SkillLibrary, dev: list[str], config: AgentConfig,
                 settings: AssaySettings, seed: int = 0, env_options: dict | None = None, workers: int = 1,
                 progress=None) -> dict:
-    """Run the K masking trials on the dev tasks (resumable). Returns masks, ids, outcomes and C."""
+    """Run the K masking trials on the dev tasks (resumable). Returns skill ids, masks, outcomes, C, Ĉ and H,
+    over every skill of the library (templates included).
+
+    The masks are drawn once and saved (masks.json); a later call with another library, K, f or seed is
+    refused before any model call, and so is a draw saved under the old protocol (templates in every mask)."""
     settings.validate()
     run_dir = Path(run_dir)
     ids = [s.id for s in library]
     path = run_dir / "masks.json"
+    asked = {"K": settings.K, "f": settings.f, "seed": seed}
     if path.exists():
         saved = json.loads(path.read_text())
-        if saved["skill_ids"] != ids or saved["K"] != settings.K or saved["f"] != settings.f or saved["seed"] != seed:
-            raise ValueError(f"{path} was drawn for another library or settings; use a new run directory")
+        if saved.get("masked") != MASK_PROTOCOL:
+            raise ValueError(f"{path} was drawn with the templates forced into every mask (before issue 13); "
+                             "the masks now cover every skill: use a new run directory")
+        was = {k: saved[k] for k in asked}
+        if saved["skill_ids"] != ids or was != asked:
+            other = [k for k in asked if was[k] != asked[k]] + (["library"] if saved["skill_ids"] != ids else [])
+            raise ValueError(f"{path} was drawn for {was} over {len(saved['skill_ids'])} skills, not {asked} over "
+                             f"{len(ids)} (differs: {', '.join(other)}); use a new run directory")
         masks = np.array(saved["masks"], bool)
     else:
-        masks = sample_masks(len(ids), settings.K, settings.f, seed, protected=[is_template(i) for i in ids])
-        atomic_write_json(path, {"skill_ids": ids, "K": settings.K, "f": settings.f, "seed": seed,
+        masks = sample_masks(len(ids), settings.K, settings.f, seed)
+        atomic_write_json(path, {"skill_ids": ids, **asked, "masked": MASK_PROTOCOL,
                                  "masks": masks.astype(int).tolist()})
     outcomes = np.zeros((settings.K, len(dev)))
     for k in range(settings.K):
@@ -136,10 +156,9 @@ def mask_trials(run_dir: Path, llm, library: SkillLibrary, dev: list[str], confi
         outcomes[k] = _outcomes(d, dev, settings.outcome)
         if progress:
             progress(k)
-    real = [j for j, i in enumerate(ids) if not is_template(i)]
-    C = attribution_matrix(masks[:, real], outcomes)
-    return {"skill_ids": [ids[j] for j in real], "masks": masks[:, real], "outcomes": outcomes, "C": C,
-            "global": global_score(C), "heterogeneity": heterogeneity(C)}
+    C = attribution_matrix(masks, outcomes)
+    return {"skill_ids": ids, "masks": masks, "outcomes": outcomes, "C": C, "global": global_score(C),
+            "heterogeneity": heterogeneity(C)}
 
 
 # -- 3. restructuring ---------------------------------------------------------------------------------
@@ -218,13 +237,25 @@ def merge_clusters(library: SkillLibrary, ids: list[str], tau_merge: float) -> l
     return list(groups.values())
 
 
+def split_candidates(ids: list[str], het, settings: AssaySettings) -> list[str]:
+    """The skills to split: H ≥ τ_split, highest H first, at most `max_split`; never a template."""
+    h = dict(zip(ids, het))
+    cands = [i for i in ids if not is_template(i) and not np.isnan(h[i]) and h[i] >= settings.tau_split]
+    return sorted(cands, key=lambda i: -h[i])[: settings.max_split]
+
+
+def retire_candidates(ids: list[str], score, settings: AssaySettings) -> list[str]:
+    """The skills to retire: |Ĉ| < τ_retire; never a template (a NaN Ĉ, no estimate, is kept)."""
+    g = dict(zip(ids, score))
+    return [i for i in ids if not is_template(i) and not np.isnan(g[i]) and abs(g[i]) < settings.tau_retire]
+
+
 def restructure(library: SkillLibrary, attribution: dict, dev_texts: list[str], llm, gate: DevGate,
                 settings: AssaySettings) -> tuple[SkillLibrary, pd.DataFrame]:
     """Split → retire → merge, each step kept only if it passes the dev gate. Returns the new library and
     a log (one row per step)."""
     ids, C = attribution["skill_ids"], attribution["C"]
     score = dict(zip(ids, attribution["global"]))
-    het = dict(zip(ids, attribution["heterogeneity"]))
     log = []
     current = library
     rate = gate.pass_rate(current, "original")
@@ -242,8 +273,7 @@ def restructure(library: SkillLibrary, attribution: dict, dev_texts: list[str], 
             current, rate = candidate, after
 
     # split
-    cands = sorted((i for i in ids if not np.isnan(het[i]) and het[i] >= settings.tau_split), key=lambda i: -het[i])
-    cands = cands[: settings.max_split]
+    cands = split_candidates(ids, attribution["heterogeneity"], settings)
     candidate = current.filtered(lambda s: True)
     changed, failed = [], []
     for sid in cands:
@@ -257,7 +287,7 @@ def restructure(library: SkillLibrary, attribution: dict, dev_texts: list[str], 
         changed.append(sid)
     step("split", candidate, changed, f"unusable rewrites: {failed}" if failed else "")
     # retire
-    retire = [i for i in ids if i in current and not np.isnan(score[i]) and abs(score[i]) < settings.tau_retire]
+    retire = [i for i in retire_candidates(ids, attribution["global"], settings) if i in current]
     step("retire", current.filtered(lambda s: s.id not in retire), retire)
     # merge
     live = [s.id for s in current if not is_template(s)]
@@ -285,12 +315,18 @@ def masking_for(library: SkillLibrary, attribution: dict, dev_texts: list[str], 
                           min_keep=settings.min_keep)
 
 
-def assay_conditions(config: AgentConfig, full: SkillLibrary, restructured: SkillLibrary, attribution: dict,
-                    dev_texts: list[str], settings: AssaySettings, conditions=CONDITIONS) -> list[Condition]:
+def check_conditions(conditions) -> list[str]:
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
         raise ValueError(f"unknown Assay condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
+    return list(conditions)
+
+
+def assay_conditions(config: AgentConfig, full: SkillLibrary, restructured: SkillLibrary, attribution: dict,
+                    dev_texts: list[str], settings: AssaySettings, conditions=CONDITIONS) -> list[Condition]:
+    check_conditions(conditions)
     keep = {i for i, g in zip(attribution["skill_ids"], attribution["global"]) if np.isnan(g) or g >= 0}
+    keep |= {s.id for s in full if is_template(s)}              # protected: no curation step drops them
     make = {"none": lambda: Condition("none", config),
             "full": lambda: assay_condition("full", config, full, settings, label="full"),
             "global": lambda: assay_condition("global", config, full, settings, include=keep, label="global"),
@@ -354,6 +390,8 @@ def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env:
     settings.validate()
     run_dir = Path(run_dir)
     require_splits(tasks, ("train", "dev", "test"), "run_assay")
+    check_conditions(conditions)
+    template_skills(env)            # an env without templates fails here, before any model time
     library = upstream_library(run_dir, llm, tasks["train"], agent, env, env_options, gold_lengths)
     config = AgentConfig(level="task", **agent)
     attribution = mask_trials(run_dir, llm, library, tasks["dev"], config, settings, seed, env_options, workers)
@@ -369,13 +407,15 @@ def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env:
 
 
 def save_attribution(path: Path, attribution: dict, settings: AssaySettings) -> None:
-    atomic_write_json(Path(path), {"settings": asdict(settings), "skill_ids": attribution["skill_ids"],
+    atomic_write_json(Path(path), {"settings": asdict(settings), "masked": MASK_PROTOCOL,
+                                   "skill_ids": attribution["skill_ids"],
                                    "masks": attribution["masks"].astype(int).tolist(),
                                    "outcomes": attribution["outcomes"].tolist(),
                                    "C": [[None if np.isnan(v) else v for v in row] for row in attribution["C"]]})
 
 
-__all__ = ["AssaySettings", "OUTCOMES", "CONDITIONS", "fingerprint", "upstream_library", "mask_trials", "DevGate",
-           "accept", "split_skill", "parse_variants", "merge_clusters", "restructure", "masking_for",
+__all__ = ["AssaySettings", "OUTCOMES", "CONDITIONS", "DEFAULT_CONDITIONS", "MASK_PROTOCOL", "fingerprint",
+           "upstream_library", "mask_trials", "DevGate", "accept", "split_candidates", "retire_candidates",
+           "split_skill", "parse_variants", "merge_clusters", "restructure", "masking_for", "check_conditions",
            "assay_conditions", "save_attribution", "assay_condition", "sign_flips", "half_width_by_k", "AssayRun",
-           "run_assay", "DEFAULT_CONDITIONS"]
+           "run_assay"]

@@ -1,6 +1,8 @@
 """Assay's protected templates: five hand-written skills per benchmark, id prefix `tpl-`.
 
-They are never masked, split, retired or merged; every Assay condition with a library shows them.
+Like every skill they take part in attribution (the random masks draw them too: the paper's §2.1);
+after that they are protected: never split, retired or merged, never suppressed by per-task masking,
+so every Assay test condition with a library shows them.
 Written for this book (the paper's own templates are for AppWorld and τ-bench and not published in
 our copy); kept short so a 1.5B model's prompt stays small.
 """
