@@ -83,3 +83,21 @@ def test_scienceworld_examples_do_not_depend_on_what_the_simulator_ran_before(sm
         assert agent._example_text(env, task) == fresh
     finally:
         env.close()
+
+
+def test_a_two_action_cycle_that_changes_nothing_ends_as_a_loop(fake_env):
+    """The real case (calibration, twx/twc/dev/1): 'open wardrobe', 'close wardrobe', … for 26 steps until
+    the step budget; the guard only knew repeats of the same action."""
+    cycle = iter(["take key", "look around"] * 20)
+    llm = FakeModel(policy=lambda obs: next(cycle))
+    ep = Agent(llm, AgentConfig(max_steps=30, loop_patience=3, n_examples=0)).run(FakeWorld(), "fake/fetch/dev/2")
+    assert [s.action for s in ep.steps[:4]] == ["take key", "look around"] * 2
+    assert ep.stop_reason == "loop" and len(ep.steps) == 5      # two new states, then three repeats
+
+
+def test_repeating_an_action_that_makes_progress_is_not_stuck(fake_env):
+    """'add one' three times in a row changes the counter each time: not a loop (the old rule counted
+    any repeat of the previous action)."""
+    ep = Agent(FakeModel(), AgentConfig(max_steps=10, loop_patience=2, n_examples=0)).run(
+        FakeWorld(), "fake/count/dev/2")      # goal 3: add one ×3, say done
+    assert ep.success and [s.action for s in ep.steps] == ["add one"] * 3 + ["say done"]

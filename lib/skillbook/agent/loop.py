@@ -154,6 +154,7 @@ class Agent:
                     {"role": "user", "content": first.strip()}]
         shown_actions = set(valid)
         stuck = 0               # consecutive invalid, blocked or repeated actions (and repeated useless macro calls)
+        seen = set()            # (action, observation) pairs this (sub)task has already produced
         last_before = None      # the observation before the last environment step
         last_macro = None       # (call, observation after it) of the last code-skill call
         while len(ep.steps) - sub.start < budget:
@@ -215,7 +216,11 @@ class Agent:
                 if r.done:
                     sub.stop_reason = "env_done"
                     return obs
-                stuck = stuck + 1 if last is not None and last.action == action else 0
+                # A step that leads where the same action led before in this (sub)task (an open/close or
+                # look-around cycle) makes no progress; a repeated action with a new outcome does.
+                pair = (action, cut(obs, cfg.obs_chars))
+                stuck = stuck + 1 if pair in seen else 0
+                seen.add(pair)
                 valid = env.valid_actions()
                 text = f"Observation: {cut(obs, cfg.obs_chars)}"
                 if set(valid) != shown_actions and len(valid) <= cfg.list_actions_max:
