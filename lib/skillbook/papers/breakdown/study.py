@@ -327,7 +327,7 @@ def pinned_checkout(project: Path, root: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     from ...profiles import ProfileError, load_profile, project_root
-    from ...llm import ResponseCache, get_llm
+    from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
     ap = argparse.ArgumentParser(prog="python -m skillbook.papers.breakdown.study", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -339,7 +339,8 @@ def main(argv: list[str] | None = None) -> None:
         p = sub.add_parser(name)
         p.add_argument("--profile", default="study")
         p.add_argument("--until", type=int, default=None, help="stop when every stream has this many tasks")
-    for p in [cal, *sub.choices.values()]:
+    cal.add_argument("--backend", default=DEFAULT_BACKEND)
+    for p in sub.choices.values():
         p.add_argument("--runs-root", default=None, help="default: runs/<profile> of the checkout")
     args = ap.parse_args(argv)
     project = project_root()
@@ -347,8 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(args.runs_root) if args.runs_root else project / "runs" / profile
     try:
         if args.cmd == "calibrate":
-            backend = load_profile("study").get("backend")
-            llm = get_llm(backend, ResponseCache.for_run(root / "calibration"))
+            llm = get_llm(args.backend, ResponseCache.for_run(root / "calibration"))
             df = calibrate(root, llm, [s for s in args.settings.split(",") if s], n=args.n, max_steps=args.max_steps)
             print(calibration_table(df).round(2).to_string())
             return
