@@ -45,6 +45,8 @@ from .pipeline import condition, interleave
 # -- calibration (DEV split) ------------------------------------------------------------------------------
 # Candidate benchmarks: TextWorldExpress games whose first observation differs from task to task.
 CALIBRATION_SETTINGS = {
+    "peckingorder": {"peckingorder": {}},
+    "coin-L1": {"coin": {"numLocations": 1, "numDistractorItems": 0, "includeDoors": 0, "limitInventorySize": 0}},
     "coin-L2": {"coin": {"numLocations": 2, "numDistractorItems": 0, "includeDoors": 0, "limitInventorySize": 0}},
     "twc-L1-I1": {"twc": {"numLocations": 1, "numItemsToPutAway": 1, "includeDoors": 0, "limitInventorySize": 0}},
     "twc-L1-I2": {"twc": {"numLocations": 1, "numItemsToPutAway": 2, "includeDoors": 0, "limitInventorySize": 0}},
