@@ -180,3 +180,24 @@ def solve(observation: str) -> str:
         shown = re.findall(r"counter shows (\d+)", observation)
         return "say done" if shown and shown[-1] == goal[0] else "add one"
     return "open door" if "You take the key" in observation else "take key"
+
+
+class OtherFakeWorld(FakeWorld):
+    """A second fake benchmark, env "fake2" (same rules), for code that must route each task to its own env."""
+    name = "fake2"
+
+    def task(self, task_id):
+        env, tt, split, index = parse_task_id(task_id)
+        if env != "fake2" or tt not in self.TASK_TYPES:
+            raise TaskIdError(f"unknown fake2 task {task_id!r}; valid types: {', '.join(self.TASK_TYPES)}")
+        if not 0 <= index < self.N:
+            raise TaskIdError(f"task index {index} out of range: valid 0..{self.N - 1}")
+        return Task("fake2", tt, split, index, index + 1000 * SPLITS.index(split))
+
+
+@pytest.fixture
+def two_fake_envs(fake_env, monkeypatch):
+    """Register FakeWorld as 'fake' and OtherFakeWorld as 'fake2'."""
+    from skillbook import envs
+    monkeypatch.setitem(envs.ENVS, "fake2", OtherFakeWorld)
+    return FakeWorld, OtherFakeWorld
