@@ -122,7 +122,8 @@ class FakeJudgeLLM:
         self.replies = list(replies)
 
     def chat(self, messages, **kw):
-        return SimpleNamespace(text=self.replies.pop(0), prompt_tokens=10, completion_tokens=5, latency_s=0.1)
+        return SimpleNamespace(text=self.replies.pop(0), prompt_tokens=10, completion_tokens=5, latency_s=0.1,
+                               cached=getattr(self, "cached", False))
 
 
 def test_judge_parsing_survives_malformed_replies():
@@ -134,6 +135,10 @@ def test_judge_parsing_survives_malformed_replies():
     j = judge_credit(FakeJudgeLLM(['{"p_a": 0.9, "p_b": 0.3}', "no idea", "A 0.7 B 0.5"]), "task", "start", ["a", "b"],
                      c, samples=3)
     assert j["unusable"] == 1 and j["credit"] == pytest.approx((0.9 + 0.7) / 2 - (0.3 + 0.5) / 2)
+    assert j["model_seconds"] == pytest.approx(0.3) and j["prompt_tokens"] == 10 and j["cached"] == 0
+    hit = FakeJudgeLLM(['{"p_a": 1, "p_b": 0}'])
+    hit.cached = True                                   # a response-cache hit: its recorded latency was not paid
+    assert judge_credit(hit, "task", "start", ["a"], c)["model_seconds"] == 0.0
     j = judge_credit(FakeJudgeLLM(["?", "??"]), "task", "start", ["a"], c, samples=2)
     assert np.isnan(j["credit"]) and j["unusable"] == 2
 

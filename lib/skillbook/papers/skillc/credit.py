@@ -209,6 +209,8 @@ class ReplayedStart:
         self.score, self.done = 0.0, False
 
     def __getattr__(self, name):
+        if name == "env":                  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
         return getattr(self.env, name)
 
     def reset(self, task):
@@ -235,7 +237,8 @@ class ReplayedStart:
 
 def closed_loop(llm, env, task_id: str, prefix: list[str], max_steps: int, config=None) -> dict:
     """The task-level agent (no memory) continues from where `prefix` leaves the task, for at most
-    `max_steps` steps; the score when it stops. A prefix that ends the episode leaves nothing to re-plan."""
+    `max_steps` steps; the score when it stops, and what it cost (model_seconds: of the calls answered live,
+    a response-cache hit costs nothing). A prefix that ends the episode leaves nothing to re-plan."""
     from ...agent import Agent, AgentConfig
     wrapped = ReplayedStart(env, task_id, prefix)
     r = replay(env, task_id, prefix)
@@ -247,7 +250,7 @@ def closed_loop(llm, env, task_id: str, prefix: list[str], max_steps: int, confi
     return {"score": float(wrapped.score), "ended_in_prefix": False, "steps": len(ep.steps), "calls": len(ep.calls),
             "prompt_tokens": sum(c.prompt_tokens for c in ep.calls),
             "completion_tokens": sum(c.completion_tokens for c in ep.calls),
-            "model_seconds": float(sum(c.latency_s for c in ep.calls)), "error": ep.error}
+            "model_seconds": float(sum(c.latency_s for c in ep.calls if not c.cached)), "error": ep.error}
 
 
 def closed_loop_credit(llm, env, task_id: str, actions: list[str], cand: Candidate, slack: int = 3,
@@ -321,7 +324,8 @@ def judge_id(how: str = "neutral", samples: int = 1, neutral: str = NEUTRAL, tem
 def judge_credit(llm, instruction: str, start: str, actions: list[str], cand: Candidate, samples: int = 1,
                  how: str = "neutral", neutral: str = NEUTRAL, temperature: float = 0.7) -> dict:
     """Mean P(A) − mean P(B) over the usable samples (NaN when none is usable), and what the calls cost:
-    tokens per call (prompt, newly prefilled by the server, completion) and recorded model seconds."""
+    tokens per call (prompt, newly prefilled by the server, completion) and the model seconds of the calls
+    answered live (a response-cache hit costs nothing; `cached` counts them)."""
     prompt = judge_prompt(instruction, start, actions, cand, how, neutral)
     got, bad, cost = [], 0, []
     for k in range(samples):
@@ -338,7 +342,8 @@ def judge_credit(llm, instruction: str, start: str, actions: list[str], cand: Ca
     cost = np.array(cost, dtype=float)
     out = {"unusable": bad, "calls": samples, "prompt_tokens": float(cost[:, 0].mean()),
            "new_prompt_tokens": float(np.nanmean(cost[:, 1])) if np.isfinite(cost[:, 1]).any() else float("nan"),
-           "completion_tokens": float(cost[:, 2].mean()), "model_seconds": float(cost[:, 3].sum()),
+           "completion_tokens": float(cost[:, 2].mean()),
+           "model_seconds": float((cost[:, 3] * (1 - cost[:, 4])).sum()), "cached": int(cost[:, 4].sum()),
            "judge": judge_id(how, samples, neutral, temperature)}
     if not got:
         return {"credit": float("nan"), "p_orig": float("nan"), "p_ablated": float("nan"), **out}
