@@ -233,3 +233,24 @@ class FakeTeacher(FakeModel):
             cat = m.group(1).split(",")[0].strip()
             return json.dumps([{**s, "category": cat} for s in FAKE_SKILLS.get(cat, [])])
         return super().reply(messages)
+
+
+class OtherFakeWorld(FakeWorld):
+    """A second fake benchmark, env "fake2" (same rules), for code that must route each task to its own env."""
+    name = "fake2"
+
+    def task(self, task_id):
+        env, tt, split, index = parse_task_id(task_id)
+        if env != "fake2" or tt not in self.TASK_TYPES:
+            raise TaskIdError(f"unknown fake2 task {task_id!r}; valid types: {', '.join(self.TASK_TYPES)}")
+        if not 0 <= index < self.N:
+            raise TaskIdError(f"task index {index} out of range: valid 0..{self.N - 1}")
+        return Task("fake2", tt, split, index, index + 1000 * SPLITS.index(split))
+
+
+@pytest.fixture
+def two_fake_envs(fake_env, monkeypatch):
+    """Register FakeWorld as 'fake' and OtherFakeWorld as 'fake2'."""
+    from skillbook import envs
+    monkeypatch.setitem(envs.ENVS, "fake2", OtherFakeWorld)
+    return FakeWorld, OtherFakeWorld

@@ -7,17 +7,17 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
 from ...agent import AgentConfig
 from ...envs import EnvPool, require_splits
 from ...io import atomic_write_json
+from ...memory import content_hash
 from ...run import Condition, collect, run_condition
 from ...skills.library import SkillLibrary
 from ..breakdown import frozen
-from .credit import KINDS, ablate, candidates, judge_credit, replay_score, window_candidates
+from .credit import KINDS, candidates, judge_credit, judge_id, replay, replay_ablation, spread, window_candidates
 from .macros import add_macro, macro_skill, make_macro
 from .memory import CreditMemory
 
@@ -45,22 +45,26 @@ class SkillCSettings:
         return self
 
 
-def spread(items: list, n: int) -> list:
-    """At most n items, evenly spaced (deterministic)."""
-    if len(items) <= n:
-        return list(items)
-    idx = np.linspace(0, len(items) - 1, n).round().astype(int)
-    return [items[i] for i in dict.fromkeys(idx)]
-
-
-def credit_table(path, llm, env, episodes, settings: SkillCSettings, progress: bool = True):
+def credit_table(path, llm, envs, episodes, settings: SkillCSettings, progress: bool = True):
     """Judge and replay credit of the candidates of every successful episode; one JSON line per candidate,
-    appended as it is computed, so an interrupted run resumes."""
+    appended as it is computed, so an interrupted run resumes. `envs` is an EnvPool (each episode is
+    replayed in its own benchmark) or one env.
+
+    Per candidate: replay credit with the neutral ablation (open loop), `ends_episode` when that ablation
+    ended the episode at once (a saturated reference, `credit.replay_ablation`), judge credit (the judge
+    sees both runs' actions, not their outcomes) and what the judge calls cost. Lines recorded with another
+    judge (`judge_id`) are refused: the file would mix two judges."""
     path = Path(path)
+    env_for = envs.for_task if hasattr(envs, "for_task") else (lambda task_id: envs)
+    jid = judge_id("neutral", settings.judge_samples)
     done = {}
     if path.exists():
         for line in path.read_text().splitlines():
             r = json.loads(line)
+            if r.get("judge") != jid:
+                old = r.get("judge") or "none, the judge that was told run A's outcome"
+                raise ValueError(f"{path} holds judge credit from another judge (id {old}; now {jid}); move the "
+                                 "file away to recompute it, or use a new run directory")
             done[(r["task_id"], r["candidate"])] = r
     todo = []
     for e in episodes:
@@ -70,22 +74,26 @@ def credit_table(path, llm, env, episodes, settings: SkillCSettings, progress: b
         cands = spread(candidates(valid, settings.min_len, settings.max_len, settings.kinds), settings.max_candidates)
         todo += [(e, valid, c) for c in cands]
     rows = []
-    originals: dict[str, float] = {}
+    originals: dict[str, object] = {}
     for e, valid, c in tqdm(todo, desc="credit", disable=not progress):
         key = (e.task_id, c.label)
         if key in done:
             rows.append(done[key])
             continue
+        env = env_for(e.task_id)
         actions = [s.action for s in valid]
         if e.task_id not in originals:
-            originals[e.task_id] = replay_score(env, e.task_id, actions)
-        j = judge_credit(llm, e.instruction, actions, [s.observation for s in valid], e.success, c,
-                         samples=settings.judge_samples)
+            originals[e.task_id] = replay(env, e.task_id, actions)
+        base = originals[e.task_id]
+        rep = replay_ablation(env, e.task_id, actions, c, base.score)
+        j = judge_credit(llm, e.instruction, base.start, actions, c, samples=settings.judge_samples)
         r = {"task_id": e.task_id, "task_type": e.task_type, "candidate": c.label, "kind": c.kind,
              "indices": list(c.indices), "actions": [actions[i] for i in c.indices],
-             "replay_original": originals[e.task_id],
-             "replay_credit": originals[e.task_id] - replay_score(env, e.task_id, ablate(actions, c)),
-             "judge_credit": j["credit"], "p_orig": j["p_orig"], "p_ablated": j["p_ablated"], "unusable": j["unusable"]}
+             "replay_original": base.score, "replay_credit": rep["credit"], "ends_episode": rep["ends_episode"],
+             "replay_ended_at": rep["ended_at"], "judge_credit": j["credit"], "p_orig": j["p_orig"],
+             "p_ablated": j["p_ablated"], "unusable": j["unusable"], "judge": j["judge"],
+             "judge_prompt_tokens": j["prompt_tokens"], "judge_new_prompt_tokens": j["new_prompt_tokens"],
+             "judge_completion_tokens": j["completion_tokens"], "judge_seconds": j["model_seconds"]}
         with path.open("a") as fh:
             fh.write(json.dumps(r) + "\n")
         rows.append(r)
@@ -119,6 +127,14 @@ def build_library(llm, credits, episodes, settings: SkillCSettings):
 
 
 
+def library_source(credits, settings: SkillCSettings) -> str:
+    """A digest of what a macro library is built from: the credits and the settings that choose windows."""
+    col = f"{settings.credit_source}_credit"
+    rows = [] if not len(credits) else credits[["task_id", "candidate", col]].astype(str).values.tolist()
+    return content_hash({"credits": rows, "credit_source": settings.credit_source, "min_credit": settings.min_credit,
+                         "n_macros": settings.n_macros})
+
+
 CONDITIONS = ("none", "subtask-text", "credit")
 
 
@@ -141,15 +157,19 @@ def run_skillc(run_dir, llm, tasks: dict[str, list[str]], agent: dict, settings:
     config = AgentConfig(level="task", **agent)
     train = collect(run_dir / "collect", llm, tasks["train"], config, env_options, workers)
     with EnvPool(env_options) as envs:
-        credits = credit_table(run_dir / "credits.jsonl", llm, envs.for_task(tasks["train"][0]), train, settings,
-                               progress)
+        credits = credit_table(run_dir / "credits.jsonl", llm, envs, train, settings, progress)
     path = run_dir / "library.json"
+    source = library_source(credits, settings)
     if path.exists():
         saved = json.loads(path.read_text())
+        if saved.get("source") != source:
+            raise ValueError(f"{path} was built from other credits or settings than these (the credits, "
+                             "credit_source, min_credit or n_macros changed); move it away to "
+                             "rebuild it, or use a new run directory")
         library, log = SkillLibrary().load_state(saved["library"]), saved["log"]
     else:
         library, log = build_library(llm, credits, train, settings) if len(credits) else (SkillLibrary(), [])
-        atomic_write_json(path, {"library": library.state(), "log": log})
+        atomic_write_json(path, {"library": library.state(), "log": log, "source": source})
     conditions = [Condition("none", config)]
     if text_library is not None:
         conditions.append(Condition("subtask-text", config, frozen(llm, text_library, settings.k, settings.threshold)))
@@ -165,5 +185,5 @@ def credit_memory(library, settings: SkillCSettings):
                         rerank=settings.rerank)
 
 
-__all__ = ["SkillCSettings", "spread", "credit_table", "build_library", "CONDITIONS", "SkillCRun", "run_skillc",
+__all__ = ["SkillCSettings", "spread", "credit_table", "build_library", "library_source", "CONDITIONS", "SkillCRun", "run_skillc",
            "credit_memory"]
