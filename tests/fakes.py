@@ -254,3 +254,24 @@ def two_fake_envs(fake_env, monkeypatch):
     from skillbook import envs
     monkeypatch.setitem(envs.ENVS, "fake2", OtherFakeWorld)
     return FakeWorld, OtherFakeWorld
+
+
+class ScriptedModel:
+    """A FAKE model that answers with canned replies in order (then `then`), recording the prompts it saw:
+    for parsing and control-flow tests of one component (a judge, a teacher, a split, a simulated user)."""
+
+    backend = identity = "fake:scripted-replies"
+    seed = 0
+    deterministic = True
+
+    def __init__(self, replies=(), then: str | None = None, cached: bool = False):
+        self.replies, self.then, self.cached = list(replies), then, cached
+        self.prompts: list[str] = []
+        self.cache = None
+
+    def chat(self, messages, **kw) -> Completion:
+        self.prompts.append(messages[-1]["content"] if len(messages) == 1 else messages[0]["content"])
+        if not self.replies and self.then is None:
+            raise AssertionError("ScriptedModel ran out of replies")
+        text = self.replies.pop(0) if self.replies else self.then
+        return Completion(text=text, prompt_tokens=10, completion_tokens=5, latency_s=0.1, cached=self.cached)

@@ -1,9 +1,9 @@
 """Assay's restructuring gate, per-task masking and split parsing (control flow; the runs are in the chapter)."""
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from fakes import ScriptedModel
 from skillbook.agent import AgentConfig
 from skillbook.papers.assay.pipeline import (AssaySettings, accept, assay_conditions, merge_clusters, parse_variants,
                                             restructure, retire_candidates, sign_flips, split_candidates)
@@ -78,12 +78,8 @@ class GateStub:
         return self.rates[label]
 
 
-class FakeSplitLLM:
-    """A FAKE model for a control-flow test: answers the split prompt with two variants."""
-
-    def chat(self, messages, **kw):
-        return SimpleNamespace(text='Sure: [{"description": "When Simon speaks, obey", "body": "1. do it"},'
-                                    ' {"description": "When no one speaks, wait", "body": "1. look"}]')
+SPLIT_REPLY = ('Sure: [{"description": "When Simon speaks, obey", "body": "1. do it"},'
+               ' {"description": "When no one speaks, wait", "body": "1. look"}]')
 
 
 def test_dev_gate_rejects_a_step_that_lowers_the_pass_rate():
@@ -91,7 +87,7 @@ def test_dev_gate_rejects_a_step_that_lowers_the_pass_rate():
     lib = library()
     C = [[0.9, -0.6, 0.0], [0.01, 0.02, 0.0], [0.3, 0.3, 0.3], [0.2, 0.2, 0.2]]
     gate = GateStub({"original": 0.5, "split": 0.6, "retire": 0.4, "merge": 0.6})
-    new, log = restructure(lib, attribution(C), DEV, FakeSplitLLM(), gate,
+    new, log = restructure(lib, attribution(C), DEV, ScriptedModel(then=SPLIT_REPLY), gate,
                            AssaySettings(tau_split=1.0, tau_retire=0.05, tau_merge=0.8))
     assert log.set_index("step")["accepted"].to_dict() == {"split": True, "retire": False, "merge": True}
     ids = {s.id for s in new}
@@ -116,7 +112,7 @@ def test_templates_take_part_in_C_but_are_never_split_or_retired():
     assert split_candidates(ids, a["heterogeneity"], settings) == ["t1"]     # not tpl-look (H = 2.0)
     assert retire_candidates(ids, a["global"], settings) == []              # not the four Ĉ = 0 templates
     gate = GateStub({"original": 0.5, "split": 0.6, "retire": 0.6, "merge": 0.6})
-    new, log = restructure(lib, a, DEV, FakeSplitLLM(), gate, settings)
+    new, log = restructure(lib, a, DEV, ScriptedModel(then=SPLIT_REPLY), gate, settings)
     assert set(tpl) <= {s.id for s in new} and not any(set(c) & set(tpl) for c in log["changed"])
     # the global filter drops skills with Ĉ < 0, never a template
     C[4] = [-1.0, -1.0, -1.0]
@@ -129,7 +125,7 @@ def test_steps_without_candidates_run_no_gate():
     lib = library()
     C = np.zeros((4, 3))
     gate = GateStub({"original": 0.5})
-    new, log = restructure(lib, attribution(C) | {"global": np.full(4, 0.5)}, DEV, FakeSplitLLM(), gate,
+    new, log = restructure(lib, attribution(C) | {"global": np.full(4, 0.5)}, DEV, ScriptedModel(then=SPLIT_REPLY), gate,
                            AssaySettings(tau_split=1.0, tau_retire=0.05, tau_merge=0.99))
     assert list(log["note"]) == ["no candidates"] * 3 and [a for a, _ in gate.asked] == ["original"]
     assert len(new) == len(lib)

@@ -10,7 +10,6 @@ on count tasks only, and ZAPNOTE and the templates change nothing.
 """
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np

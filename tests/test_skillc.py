@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from fakes import FakeModel
+from fakes import FakeModel, ScriptedModel
 from skillbook.agent import AgentConfig
 from skillbook.envs import make_env
 from skillbook.papers.skillc import CreditMemory, agreement, calibration
@@ -115,31 +115,20 @@ def test_malformed_macro_replies_are_refused():
     assert parse_macro('{"name": "ok", "description": "d", "inputs": ["a"], "steps": []}') is None
 
 
-class FakeJudgeLLM:
-    """A FAKE model for a parsing test: canned judge replies, some malformed."""
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-
-    def chat(self, messages, **kw):
-        return SimpleNamespace(text=self.replies.pop(0), prompt_tokens=10, completion_tokens=5, latency_s=0.1,
-                               cached=getattr(self, "cached", False))
-
-
 def test_judge_parsing_survives_malformed_replies():
     assert parse_probabilities('```json\n{"p_a": 0.9, "p_b": 0.25}\n```') == (0.9, 0.25)
     assert parse_probabilities("Run A: 0.8. Run B: 0.3") == (0.8, 0.3)
     assert parse_probabilities('{"p_a": "high", "p_b": 2}') is None
     assert parse_probabilities("I cannot tell.") is None
     c = Candidate("window", (1,))
-    j = judge_credit(FakeJudgeLLM(['{"p_a": 0.9, "p_b": 0.3}', "no idea", "A 0.7 B 0.5"]), "task", "start", ["a", "b"],
+    j = judge_credit(ScriptedModel(['{"p_a": 0.9, "p_b": 0.3}', "no idea", "A 0.7 B 0.5"]), "task", "start", ["a", "b"],
                      c, samples=3)
     assert j["unusable"] == 1 and j["credit"] == pytest.approx((0.9 + 0.7) / 2 - (0.3 + 0.5) / 2)
     assert j["model_seconds"] == pytest.approx(0.3) and j["prompt_tokens"] == 10 and j["cached"] == 0
-    hit = FakeJudgeLLM(['{"p_a": 1, "p_b": 0}'])
+    hit = ScriptedModel(['{"p_a": 1, "p_b": 0}'])
     hit.cached = True                                   # a response-cache hit: its recorded latency was not paid
     assert judge_credit(hit, "task", "start", ["a"], c)["model_seconds"] == 0.0
-    j = judge_credit(FakeJudgeLLM(["?", "??"]), "task", "start", ["a"], c, samples=2)
+    j = judge_credit(ScriptedModel(["?", "??"]), "task", "start", ["a"], c, samples=2)
     assert np.isnan(j["credit"]) and j["unusable"] == 2
 
 

@@ -3,9 +3,10 @@ task texts and on the book's committed bank), the raw-trajectory block, evolutio
 sampling and teacher JSON handling. The pipeline end to end: tests/test_skillrl_pipeline.py."""
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+
+from fakes import ScriptedModel
 
 from skillbook.agent.parsing import parse_json
 from skillbook.papers.skillrl import RawTrajectoryMemory, SkillBankMemory
@@ -93,21 +94,10 @@ def test_failure_sampling_is_stratified_by_severity_and_capped():
     assert all(e.task_type != "pick" and not e.success for e in sample_failures(eps, ["heat", "cool"], 20))
 
 
-class FakeTeacherLLM:
-    """A FAKE model for control-flow tests: replays canned replies and records the prompts it saw."""
-
-    def __init__(self, replies):
-        self.replies, self.prompts = list(replies), []
-
-    def chat(self, messages, **kw):
-        self.prompts.append(messages[-1]["content"] if len(messages) == 1 else messages[0]["content"])
-        return SimpleNamespace(text=self.replies.pop(0))
-
-
 def test_teacher_retries_once_then_skips_with_a_recorded_error():
-    t = Teacher(FakeTeacherLLM(["not json", '[{"title": "A"}]']))
+    t = Teacher(ScriptedModel(["not json", '[{"title": "A"}]']))
     assert t.ask("p", list, "x") == [{"title": "A"}] and not t.errors
-    t = Teacher(FakeTeacherLLM(["not json", "still not json", "[]"]))
+    t = Teacher(ScriptedModel(["not json", "still not json", "[]"]))
     assert t.ask("p", list, "general skills") is None
     assert t.errors == [{"what": "general skills", "reply": "not json", "retry": "still not json"}]
     assert len(t.llm.replies) == 1                                             # no third attempt
@@ -120,7 +110,7 @@ def test_an_evolution_round_adds_dyn_skills_from_capped_last_steps():
     reply = json.dumps([{"title": "Heat Before Placing", "principle": "p", "when_to_apply": "w", "category": "heat"},
                         {"title": "Systematic Exploration", "principle": "dup", "when_to_apply": "w"},
                         {"title": "Open First", "principle": "p2", "when_to_apply": "w2"}])
-    llm = FakeTeacherLLM([reply])
+    llm = ScriptedModel([reply])
     out = evolution_round(Teacher(llm), lib, eps)
     assert out["triggered"] == ["heat"] and len(out["failures"]) == 10 and out["added"] == ["dyn_001", "dyn_002"]
     assert lib.get("dyn_001").extra["category"] == "heat" and lib.get("dyn_002").extra["category"] == "heat"
@@ -129,7 +119,7 @@ def test_an_evolution_round_adds_dyn_skills_from_capped_last_steps():
     assert prompt.count("> act") == 5 * 5                                     # the last 5 steps of each
     assert "o" * 201 not in prompt and "o" * 200 in prompt                    # observations cut to 200 characters
     assert "Systematic Exploration" in prompt                                 # existing titles shown
-    assert evolution_round(Teacher(FakeTeacherLLM([])), lib, [ep("heat", 0, 1.0, success=True)])["added"] == []
+    assert evolution_round(Teacher(ScriptedModel([])), lib, [ep("heat", 0, 1.0, success=True)])["added"] == []
 
 
 # -- routing: each task gets its own category's skills (issue 13) -------------------------------------------

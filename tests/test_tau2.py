@@ -1,24 +1,16 @@
 """τ²-bench adapter: official splits, actions, and the package's own evaluator on gold and empty runs."""
-from types import SimpleNamespace
 
 import pytest
+
+from fakes import ScriptedModel
 
 from skillbook.envs import TaskIdError, make_env
 from skillbook.envs.tau2 import DEV_EVERY
 
 
-class ScriptedUserLLM:
-    """A FAKE model for control-flow tests only: the simulated user says one line, then stops."""
-    backend, seed = "scripted", 0
-
-    def __init__(self, lines=("I need help with an order of mine.",)):
-        self.lines = list(lines)
-        self.cache = None
-
-    def chat(self, messages, **kw):
-        text = self.lines.pop(0) if self.lines else "Thanks. ###STOP###"
-        return SimpleNamespace(text=text, prompt_tokens=1, completion_tokens=1, latency_s=0.0, cached=False,
-                               server_timings=None)
+def ScriptedUserLLM(lines=("I need help with an order of mine.",)):
+    """The simulated user says its lines, then stops (a FAKE model, for control flow only)."""
+    return ScriptedModel(lines, then="Thanks. ###STOP###")
 
 
 @pytest.fixture(scope="module")
