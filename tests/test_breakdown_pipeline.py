@@ -246,6 +246,20 @@ def test_skills_are_labelled_with_the_tasks_final_outcome_not_the_subtasks_end_s
     assert outcome_of(skill) == "mixed"                 # sources of both outcomes: in neither E.3 half
 
 
+def test_the_skills_table_counts_writes_an_end_of_span_label_would_misfile(tmp_path, fake_env):
+    from skillbook.papers.breakdown import Transfer
+    s = spec(["subtask-text"])
+    s.agent = {**AGENT, "max_subtask_steps": 1}
+    t = run_transfer(tmp_path, TwoSubtasks(), s)
+    assert isinstance(t, Transfer)
+    fetch = [e for e in t.episodes["subtask-text"] if "fetch" in e.task_id]
+    assert all(e.success and len(e.subtasks) == 2 for e in fetch)
+    skills = t.skills()
+    # each solved fetch task wrote once after 'take key' (task not done yet) and once after 'open door'
+    assert skills["solved_after_failed_span"].sum() == len(fetch)
+    assert skills["task_success"].notna().all() and not skills["labelled_from_records"].any()
+
+
 def test_old_libraries_are_labelled_from_the_stream_records_never_from_source_success():
     from skillbook.records import Episode
     old = [Skill("s1", "a", "1. x y z", provenance={"source_task": "t/a/dev/0", "source_success": False}),

@@ -26,7 +26,8 @@ from ...agent import AgentConfig
 from ...envs import sample_tasks
 from ...io import atomic_write_json, read_json
 from ...memory import NoMemory, PlaceboMemory, content_hash
-from ...run import Condition, Result, final_memory, frame, load_condition, run_condition, run_conditions
+from ...run import (Condition, Result, final_memory, frame, live_minutes, load_condition, run_condition,
+                   run_conditions, run_sessions)
 from ...skills.library import SkillLibrary
 from .hygiene import identities
 from .memory import InducedMemory, label_from_episodes, outcome_of, source_outcome
@@ -169,6 +170,17 @@ class Transfer:
         base = self.run_dir / folder
         return {d.name: load_condition(d) for d in sorted(base.iterdir()) if (d / "run.json").exists()} \
             if base.exists() else {}
+
+    def live_minutes(self, *folders: str) -> float:
+        """Minutes of live model time recorded by the stream's conditions (no folder) or by the runs under
+        the given folders (e.g. 'e2', 'e3'); 0 for a replay."""
+        if folders:
+            dirs = [d for f in folders if (self.run_dir / f).exists() for d in sorted((self.run_dir / f).iterdir())]
+        else:
+            dirs = [self.run_dir / c for c in self.spec.conditions]
+        sessions = [run_sessions(d) for d in dirs if (d / "run.json").exists()]
+        sessions = [x for x in sessions if len(x)]
+        return live_minutes(pd.concat(sessions, ignore_index=True)) if sessions else 0.0
 
     # -- follow-ups on held-out tasks --------------------------------------------------------------------
     def e2(self, llm, heldout: list[str], workers: int = 1) -> dict[str, Result]:
@@ -322,7 +334,9 @@ class Transfer:
         """One row per skill of every final library: what it is, how many versions it had (code
         overwrites; from the event log for records made before overwrites kept the id), how many writes were merged into it, where it came from, the state when its span
         ended and its source task's final outcome (labelled from the episode records for libraries
-        recorded before `finish()` did it: column `labelled_from_records`), retrievals."""
+        recorded before `finish()` did it: column `labelled_from_records`), how many of its writes
+        (its own and merged ones) ended a span unsuccessful in a task that then succeeded
+        (`solved_after_failed_span`: the writes an end-of-span label files under failures), retrievals."""
         rows = []
         for c, recorded in self.libraries.items():
             lib = recorded.filtered(lambda sk: True)
@@ -338,9 +352,17 @@ class Transfer:
                              "source_task": p.get("source_task"),
                              "span_success": p.get("span_success", p.get("source_success")),
                              "task_success": p.get("task_success"), "outcome": outcome_of(sk),
+                             "solved_after_failed_span": sum(
+                                 w.get("span_success", w.get("source_success")) is False
+                                 and w.get("task_success") is True for w in [p] + p.get("merged_from", [])),
                              "labelled_from_records": before[sk.id] is None and "task_success" in p,
                              "retrievals": sk.stats.get("retrievals", 0)})
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=SKILL_COLUMNS)
+
+
+SKILL_COLUMNS = ["condition", "id", "level", "format", "versions", "merged", "description_words", "body_lines",
+                 "created_at", "source_task", "span_success", "task_success", "outcome", "solved_after_failed_span",
+                 "labelled_from_records", "retrievals"]
 
 
 @dataclass(frozen=True, eq=False)
