@@ -40,7 +40,6 @@ RECORDS = "transfer"   # the run directory of the experiment, under the profile'
 # recorded before final outcomes were labelled split by the subtask's end state and live under other
 # names, from-successes / from-failures, which this code no longer reads.)
 E3_HALVES = {"from-successful-tasks": "success", "from-failed-tasks": "failure"}
-E4_HALVES = ("none", "full", "high", "low")
 
 
 def parse_conditions(spec: str | list[str]) -> list[str]:
@@ -172,8 +171,8 @@ class Transfer:
             if base.exists() else {}
 
     def live_minutes(self, *folders: str) -> float:
-        """Minutes of live model time recorded by the stream's conditions (no folder) or by the runs under
-        the given folders (e.g. 'e2', 'e3'); 0 for a replay."""
+        """Minutes of live model time the stream's conditions (no folder), or the runs under the given
+        folders (e.g. 'e2', 'e3'), took when they were recorded (`run.live_minutes`; a replay adds none)."""
         if folders:
             dirs = [d for f in folders if (self.run_dir / f).exists() for d in sorted((self.run_dir / f).iterdir())]
         else:
@@ -332,8 +331,9 @@ class Transfer:
 
     def skills(self) -> pd.DataFrame:
         """One row per skill of every final library: what it is, how many versions it had (code
-        overwrites; from the event log for records made before overwrites kept the id), how many writes were merged into it, where it came from, the state when its span
-        ended and its source task's final outcome (labelled from the episode records for libraries
+        overwrites; from the event log for records made before overwrites kept the id), how many writes
+        were merged into it, where it came from, the state when its span ended and its source task's
+        final outcome (labelled from the episode records for libraries
         recorded before `finish()` did it: column `labelled_from_records`), how many of its writes
         (its own and merged ones) ended a span unsuccessful in a task that then succeeded
         (`solved_after_failed_span`: the writes an end-of-span label files under failures), retrievals."""
@@ -346,7 +346,8 @@ class Transfer:
             for sk in lib:
                 p = sk.provenance
                 rows.append({"condition": c, "id": sk.id, "level": p.get("induction_level"), "format": sk.format,
-                             "versions": sk.extra.get("version", 1 + int(earlier.get(sk.id, 0))), "merged": len(p.get("merged_from", [])),
+                             "versions": sk.extra.get("version", 1 + int(earlier.get(sk.id, 0))),
+                             "merged": len(p.get("merged_from", [])),
                              "description_words": len(sk.description.split()),
                              "body_lines": len(sk.body.strip().splitlines()), "created_at": sk.created_at,
                              "source_task": p.get("source_task"),
@@ -406,6 +407,6 @@ def load_transfer(root: str | Path) -> Transfer:
     return Transfer(Path(root), spec, {c: load_condition(run_dir / c) for c in spec.conditions})
 
 
-__all__ = ["CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "E4_HALVES", "RECORDS", "parse_conditions", "interleave",
+__all__ = ["CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RECORDS", "parse_conditions", "interleave",
            "condition", "frozen", "library_of", "TransferSpec", "run_transfer", "Transfer", "SkillRun",
            "load_transfer", "transfer_library"]

@@ -167,13 +167,14 @@ def success_slope(df: pd.DataFrame, column: str, success: str = "success", withi
     NaN estimate (and a `note`) with fewer than 2 clusters or a score that does not vary.
     """
     from ...analysis.stats import cluster_slope
-    base = {"score": column, "within": within or "", "n": len(df), "n_clusters": df[cluster].nunique() if len(df) else 0}
+    base = {"score": column, "within": within or "", "n": len(df),
+            "n_clusters": df[cluster].nunique() if len(df) else 0}
     nan = dict.fromkeys(("slope", "estimate", "slope_per_sd", "se", "ci_low", "ci_high", "p", "mde"), np.nan)
     if len(df) < 3 or df[column].nunique() < 2 or base["n_clusters"] < 2:
         return {**base, **nan, "note": "too few episodes, tasks or distinct scores for a slope"}
     r = cluster_slope(df, column, success, cluster, within=within, standardize=True)
-    return {**base, **{k: r[k] for k in ("slope", "estimate", "se", "ci_low", "ci_high", "p", "mde", "n", "n_clusters")},
-            "slope_per_sd": r["slope"], "note": ""}
+    keep = ("slope", "estimate", "se", "ci_low", "ci_high", "p", "mde", "n", "n_clusters")
+    return {**base, **{k: r[k] for k in keep}, "slope_per_sd": r["slope"], "note": ""}
 
 
 def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: list[str], uses: pd.DataFrame):
