@@ -276,3 +276,23 @@ def test_old_libraries_are_labelled_from_the_stream_records_never_from_source_su
     assert label_from_episodes(lib, episodes) == 3
     assert outcome_of(lib.get("s1")) == "success" and outcome_of(lib.get("s2")) == "success"
     assert label_from_episodes(lib, episodes) == 0       # labelled once
+
+
+def test_findings_sentences_say_what_the_claims_table_says():
+    """Chapter findings are written from the claims table: estimate, interval, n, test, verdict — and a
+    descriptive row says what was observed without a verdict."""
+    from skillbook.analysis import Claim, claims_table
+    from skillbook.papers.breakdown.report import findings, tally
+    t = claims_table([
+        Claim("memory helps", "+1.9 pp", +1, True, {"difference": -0.25, "ci_low": -0.5, "ci_high": 0.1, "p": 0.3,
+                                                     "mde": 0.6, "n_tasks": 9}),
+        Claim("no outcome varied", "rise", +1, False, {"estimate": float("nan"), "p": float("nan"), "n": 18,
+                                                        "n_clusters": 4}, note="every episode failed"),
+        Claim("density", "higher", +1, False, {"estimate": 0.1}, note="one stream each")])
+    primary, secondary = findings(t, "primary"), findings(t, "secondary")
+    assert primary == ("* *memory helps* (paper: +1.9 pp): −0.25 [−0.50, +0.10], n = 9; p = 0.30 — "
+                       "**not resolved (MDE ±0.60)**.")
+    assert "n = 18 in 4 clusters; no test" in secondary and "(every episode failed)" in secondary
+    assert "*density* (paper: higher): +0.10; one stream each — descriptive, no test." in secondary
+    assert tally(t, "primary") == "0 of 1 supported, 0 contradicted, 1 not resolved"
+    assert tally(t, "secondary").endswith("1 descriptive (not tested)")

@@ -249,3 +249,31 @@ def test_a_stream_of_code_overwrites_writes_one_skill(tmp_path, fake_env):
     assert skill.stats["retrievals"] == 3 and skill.created_at == 0 and skill.extra["written_at"] == 3
     freq = reuse_frequency(eps)
     assert freq.to_dict("records") == [{"skill_id": "c0001", "born": 0, "writes": 4, "later_tasks": 3}]
+
+
+def test_library_comparisons_use_exact_permutation_p_values_at_small_n():
+    """The real case: in the smoke run, 2 task-text skills against 3 subtask-text skills gave a bootstrap
+    p < 0.001 for the median-utility difference — 'contradicted' from five numbers. Five values have 10
+    relabellings into 2 + 3, so no test of them can give p below 2/10."""
+    from skillbook.analysis import bootstrap_difference
+    from skillbook.papers.breakdown.utility import permutation_difference, spearman_permutation
+    a, b = [0.46, 0.47], [0.38, 0.39, 0.40]
+    assert bootstrap_difference(a, b)["p"] < 0.001
+    d = permutation_difference(a, b)
+    assert d["difference"] == pytest.approx(0.39 - 0.465) and d["test"] == "permutation"
+    assert d["p"] == pytest.approx(0.2) and d["ci_high"] < 0                # the interval is kept
+    assert permutation_difference(a, b, stat="mean")["difference"] == pytest.approx(0.39 - 0.465)
+    with pytest.raises(ValueError, match="'median' or 'mean'"):
+        permutation_difference(a, b, stat="mode")
+    r = spearman_permutation([1, 2, 3, 4], [10, 20, 30, 40])
+    assert r["rho"] == pytest.approx(1.0) and r["p"] == pytest.approx(2 / 24)   # 4! orderings, two as extreme
+
+
+def test_a_constant_outcome_has_no_slope_to_test():
+    """The real case: in the smoke run no episode succeeded; the slope came out 0 with interval [0, 0] and
+    MDE 0 — a certainty the data cannot give."""
+    import pandas as pd
+    df = pd.DataFrame({"task_id": ["a", "a", "b", "c", "d"], "utility": [0.1, 0.2, 0.3, 0.4, 0.5],
+                       "success": [0.0] * 5})
+    s = success_slope(df, "utility")
+    assert np.isnan(s["slope"]) and np.isnan(s["mde"]) and "success = 0.0" in s["note"]

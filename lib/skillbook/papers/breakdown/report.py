@@ -46,7 +46,8 @@ def claim_sentence(row) -> str:
     if row["role"] == "secondary" and not pd.isna(row["p_holm"]):
         test += f", Holm-adjusted {p_text(row['p_holm'])[2:]}"
     note = f" ({row['note']})" if row["note"] else ""
-    return head + f"{measured.strip()}{', ' + n if n else ''}; {test} — **{row['verdict']}**{note}."
+    observed = ", ".join(x for x in (measured.strip(), n) if x) or "no estimate"
+    return head + f"{observed}; {test} — **{row['verdict']}**{note}."
 
 
 def findings(table: pd.DataFrame, role: str | None = None) -> str:

@@ -172,9 +172,54 @@ def success_slope(df: pd.DataFrame, column: str, success: str = "success", withi
     nan = dict.fromkeys(("slope", "estimate", "slope_per_sd", "se", "ci_low", "ci_high", "p", "mde"), np.nan)
     if len(df) < 3 or df[column].nunique() < 2 or base["n_clusters"] < 2:
         return {**base, **nan, "note": "too few episodes, tasks or distinct scores for a slope"}
+    if df[success].nunique() < 2:      # a constant outcome has slope 0 with standard error 0: no test
+        return {**base, **nan, "note": f"every episode has {success} = {df[success].iloc[0]}: no slope to test"}
     r = cluster_slope(df, column, success, cluster, within=within, standardize=True)
     keep = ("slope", "estimate", "se", "ci_low", "ci_high", "p", "mde", "n", "n_clusters")
     return {**base, **{k: r[k] for k in keep}, "slope_per_sd": r["slope"], "note": ""}
+
+
+# -- comparing skills (libraries of a handful of skills: tests that stay valid at small n) ---------------
+def permutation_difference(a, b, stat: str = "median", n_resamples: int = 9_999, seed: int = 0) -> dict:
+    """stat(b) − stat(a) of two independent samples (e.g. the utilities of two libraries' skills): the
+    estimate, its 95% percentile-bootstrap interval and MDE (`analysis.bootstrap_difference`), and the p
+    of a two-sided permutation test of the same statistic — exact when the two samples have at most
+    `n_resamples` distinct relabellings, as libraries of a few skills do. (The bootstrap's own p is not
+    used: with 3 or 4 skills a side its distribution of medians is a handful of points and its p can
+    fall below 0.001 where no relabelling test could.)"""
+    from scipy.stats import permutation_test
+
+    from ...analysis.stats import bootstrap_difference
+    if stat not in ("median", "mean"):
+        raise ValueError(f"stat must be 'median' or 'mean', got {stat!r}")
+    fn = np.median if stat == "median" else np.mean
+    out = bootstrap_difference(a, b, stat=fn, seed=seed)
+    a, b = (np.asarray(x, dtype=float) for x in (a, b))
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    out.update(stat=stat, test="permutation")
+    if len(a) and len(b):
+        res = permutation_test((b, a), lambda x, y, axis: fn(x, axis=axis) - fn(y, axis=axis), vectorized=True,
+                               permutation_type="independent", n_resamples=n_resamples, random_state=seed)
+        out["p"] = float(res.pvalue)
+    return out
+
+
+def spearman_permutation(x, y, n_resamples: int = 9_999, seed: int = 0) -> dict:
+    """Spearman's ρ with its percentile-bootstrap interval and MDE (`analysis.spearman_ci`) and the p of a
+    two-sided permutation test (y shuffled against x; exact for small n), valid where the bootstrap's p is
+    not (a few skills, many ties)."""
+    from scipy.stats import permutation_test, spearmanr
+
+    from ...analysis.stats import spearman_ci
+    out = {**spearman_ci(x, y, seed=seed), "test": "permutation"}
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[ok], y[ok]
+    if len(x) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0:
+        res = permutation_test((y,), lambda v: spearmanr(x, v).statistic, permutation_type="pairings",
+                               n_resamples=n_resamples, random_state=seed)
+        out["p"] = float(res.pvalue)
+    return out
 
 
 def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: list[str], uses: pd.DataFrame):
@@ -220,4 +265,5 @@ def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: 
 
 
 __all__ = ["TAU", "specificity", "specificity_sampled", "abstractness", "utility", "similarity_matrices",
-           "score_library", "split_at_median", "retrieved_scores", "bucket_success", "success_slope", "skill_explorer"]
+           "score_library", "split_at_median", "retrieved_scores", "bucket_success", "success_slope",
+           "permutation_difference", "spearman_permutation", "skill_explorer"]
