@@ -146,10 +146,13 @@ def test_pooling_keeps_each_episode_once(transfer):
     kept, dropped = t.retrieval_episodes(transfer["scores"])
     runs = {r.name for r, _ in kept}
     # e4/task-full repeats e2/task+task-text-library; the E.4 half that holds only the fetch skill repeats
-    # e3/from-successful-tasks (the same frozen library at subtask level)
+    # e3/from-successful-tasks (the same frozen library at subtask level); and the fake model induced the
+    # same two skills at both levels, so e2's task agent with the subtask library repeats it with its own
     assert "e2/task+task-text-library" in runs and "e4/task-full" not in runs
     assert ("e4/subtask-high" in runs) != ("e4/subtask-low" in runs) and "e3/from-successful-tasks" in runs
-    assert dropped == 2 * len(heldout)
+    assert [s.description for s in t.libraries["task-text"]] == [s.description for s in t.libraries["subtask-text"]]
+    assert "e2/task+subtask-text-library" not in runs
+    assert dropped == 3 * len(heldout)
     pooled, dropped2 = t.pooled_retrievals(transfer["scores"], transfer["texts"], tau=0.1)
     assert dropped2 == dropped and not pooled.empty and pooled["run"].isin(runs).all()
     assert {"utility", "specificity", "abstractness", "task_id", "success", "library"} <= set(pooled.columns)
@@ -296,3 +299,21 @@ def test_findings_sentences_say_what_the_claims_table_says():
     assert "*density* (paper: higher): +0.10; one stream each — descriptive, no test." in secondary
     assert tally(t, "primary") == "0 of 1 supported, 0 contradicted, 1 not resolved"
     assert tally(t, "secondary").endswith("1 descriptive (not tested)")
+
+
+def test_followups_replay_in_a_new_process_after_running_live_in_one(transfer, fake_env):
+    """The real case (smoke run of chapter 04, replayed): E.2 ran live and its frozen memories counted their
+    retrievals in the stream's library object; E.3, copied from that object afterwards, fingerprinted the
+    counts, so replaying E.3 later — E.2 then a replay, counting nothing — was refused as 'recorded with
+    other settings (memory.library)'. Frozen memories get their own copy; the stream's library is never
+    changed by a follow-up."""
+    t = transfer["t"]
+    before = {c: [s.to_dict() for s in lib] for c, lib in t.libraries.items()}
+    t.e2(transfer["llm"], transfer["heldout"])
+    assert {c: [s.to_dict() for s in lib] for c, lib in t.libraries.items()} == before
+    again = load_transfer(transfer["root"])                     # a new reader: what a new process sees
+    n = len(transfer["llm"].calls)
+    again.e2(transfer["llm"], transfer["heldout"])
+    again.e3(transfer["llm"], transfer["heldout"])
+    again.e4(transfer["llm"], transfer["heldout"], transfer["scores"])
+    assert len(transfer["llm"].calls) == n                      # all replays, none refused

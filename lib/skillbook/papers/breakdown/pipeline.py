@@ -83,8 +83,12 @@ def condition(name: str, llm, agent: dict, prompt_level: str = "L3", k: int = 5,
 
 
 def frozen(llm, library: SkillLibrary, k: int, threshold: float, **options):
-    """A factory of the read-only memory over a fixed library (E.2–E.4)."""
-    return lambda: InducedMemory(llm, "text", library=library, frozen=True, k=k, threshold=threshold, **options)
+    """A factory of the read-only memory over a fixed library (E.2–E.4). Each memory gets its own copy:
+    retrieval counts its skills' uses, and on the shared library those counts would change the content
+    that fingerprints every later run drawing on it (a replay would then be refused as 'recorded with
+    other settings')."""
+    return lambda: InducedMemory(llm, "text", library=library.filtered(lambda sk: True), frozen=True, k=k,
+                                 threshold=threshold, **options)
 
 
 def library_of(run_dir: str | Path, stream: str = "stream") -> SkillLibrary:
@@ -379,7 +383,9 @@ class SkillRun:
 
 
 def _content(library: SkillLibrary) -> str:
-    return content_hash([sk.to_dict() for sk in library])
+    """What an agent can retrieve from a frozen library: its skills' ids, formats, descriptions and bodies
+    (not their statistics or provenance)."""
+    return content_hash([[sk.id, sk.format, sk.description, sk.body] for sk in library])
 
 
 def _outcome_or_none(provenance: dict) -> bool | None:
