@@ -275,3 +275,23 @@ class ScriptedModel:
             raise AssertionError("ScriptedModel ran out of replies")
         text = self.replies.pop(0) if self.replies else self.then
         return Completion(text=text, prompt_tokens=10, completion_tokens=5, latency_s=0.1, cached=self.cached)
+
+
+class FakeCoder(FakeModel):
+    """FakeModel that also answers code-skill induction prompts: with a function named `names[i]` for the
+    i-th code induction (the last name repeats), so a test decides which writes share a function name
+    (an overwrite). The function takes the key and opens the door. Text induction and everything else
+    as FakeModel."""
+
+    def __init__(self, names=("finish_task",), **kw):
+        super().__init__(**kw)
+        self.names, self.code_inductions = list(names), 0
+
+    def reply(self, messages) -> str:
+        last = messages[-1]["content"]
+        if "Write ONE reusable skill" in last and "def <name>(env" in last:
+            name = self.names[min(self.code_inductions, len(self.names) - 1)]
+            self.code_inductions += 1
+            return (f"Description: {name.replace('_', ' ')} in a fake world\n```python\n"
+                    f"def {name}(env):\n    env.step('take key')\n    return env.step('open door')\n```")
+        return super().reply(messages)

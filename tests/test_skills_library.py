@@ -78,10 +78,10 @@ def test_code_overwrite_drop_and_cascade_delete():
     assert ev == "added"
     b, ev = add_with_hygiene(lib, Skill("b", "take the coin", CODE_B, "code"), load_check=ok)
     assert ev == "added"
-    # same function name: overwrites, whatever the description
+    # same function name: overwrites, whatever the description — as a new version of skill "a"
     a2, ev = add_with_hygiene(lib, Skill("a2", "read the book", CODE_A2, "code"), load_check=ok)
-    assert ev == "overwritten" and "a" not in lib and lib.get("a2").body == CODE_A2
-    # a new name with a near-duplicate description (0.9998 ≥ 0.85 to 'fetch item'? no: a2 now reads 'read the book')
+    assert ev == "overwritten" and a2.id == "a" and "a2" not in lib and lib.get("a").body == CODE_A2
+    # a new name with a near-duplicate description of a skill now reading 'read the book'? no: added
     c, ev = add_with_hygiene(lib, Skill("c", "fetch thing", "def other(env):\n    return env.step('x')\n", "code"),
                              load_check=ok)
     assert ev == "added"
@@ -89,8 +89,39 @@ def test_code_overwrite_drop_and_cascade_delete():
                              load_check=ok)
     assert ev == "dropped" and d is None and "d" not in lib  # 'fetch item' ~ 'fetch thing' (c)
     # deleting the function others call removes them too
-    gone = delete_cascade(lib, "a2", "test")
-    assert set(gone) == {"a2", "b"} and set(lib.skills) == {"c"}
+    gone = delete_cascade(lib, "a", "test")
+    assert set(gone) == {"a", "b"} and set(lib.skills) == {"c"}
+
+
+def test_a_code_overwrite_is_a_new_version_of_the_same_skill():
+    """The real case (issue 13): in the workshop's subtask-code stream `pick_up_and_place` was written 8
+    times and got 8 ids (c0003 … c0020), so its retrievals and reuse restarted at every version and the
+    stream "wrote" 17 skills where it had 7. An overwrite keeps the id, the statistics and the birth, and
+    keeps the earlier versions as lineage."""
+    ok = lambda defs: ""  # noqa: E731
+    lib = SkillLibrary(E)
+    first = Skill("c0003", "fetch item", CODE_A, "code", provenance={"source_task": "t2"}, created_at=2)
+    add_with_hygiene(lib, first, load_check=ok)
+    lib.get("c0003").stats["retrievals"] = 2
+    second = Skill("c0004", "fetch thing", CODE_A2, "code", provenance={"source_task": "t5"}, created_at=5)
+    kept, ev = add_with_hygiene(lib, second, load_check=ok)
+    assert ev == "overwritten" and kept.id == "c0003" and list(lib.skills) == ["c0003"]
+    assert kept.stats["retrievals"] == 2 and kept.created_at == 2          # identity: stats and birth
+    assert kept.body == CODE_A2 and kept.description == "fetch thing" and kept.extra["version"] == 2
+    assert kept.extra["written_at"] == 5 and kept.provenance == {"source_task": "t5"}
+    (v1,) = kept.extra["lineage"]
+    assert v1 == {"version": 1, "description": "fetch item", "body": CODE_A, "provenance": {"source_task": "t2"},
+                  "written_at": 2}
+    third = Skill("c0005", "fetch item", CODE_A, "code", created_at=7)
+    kept, _ = add_with_hygiene(lib, third, load_check=ok)
+    assert kept.id == "c0003" and kept.extra["version"] == 3 and [v["version"] for v in kept.extra["lineage"]] == [1, 2]
+    assert lib.events[-1] == {"event": "overwritten", "skill": "c0003", "version": 3, "function": "fetch"}
+    from skillbook.papers.breakdown.hygiene import description_at, identities
+    assert identities(lib) == {}                                           # nothing to map in new records
+    assert [description_at(kept, p) for p in (2, 3, 5, 6, 8)] == ["fetch item", "fetch item", "fetch item",
+                                                                  "fetch thing", "fetch item"]
+    back = SkillLibrary(E).load_state(lib.state())                         # the lineage survives a checkpoint
+    assert back.get("c0003").extra == kept.extra
 
 
 def test_code_skill_that_fails_to_load_is_deleted_with_its_dependents():

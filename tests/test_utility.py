@@ -128,13 +128,43 @@ def test_buckets_and_slope_see_a_planted_trend():
     import pandas as pd
     rng = np.random.default_rng(0)
     u = rng.uniform(0, 1, 300)
-    df = pd.DataFrame({"utility": u, "success": (rng.uniform(0, 1, 300) < u).astype(float)})
+    df = pd.DataFrame({"task_id": [f"t{i}" for i in range(300)], "utility": u,
+                       "success": (rng.uniform(0, 1, 300) < u).astype(float)})
     b = bucket_success(df, "utility", n_buckets=3)
     assert b["n"].sum() == 300 and b["success"].is_monotonic_increasing
+    assert (b["successes"] == (b["success"] * b["n"]).round()).all()
     s = success_slope(df, "utility")
-    assert s["ci_low"] > 0
+    assert s["ci_low"] > 0 and s["n_clusters"] == 300 and s["p"] < 0.001 and s["mde"] > 0
     flat = success_slope(df.assign(success=(rng.uniform(0, 1, 300) < 0.5).astype(float)), "utility")
     assert flat["ci_low"] < 0 < flat["ci_high"]
+
+
+def test_bucket_intervals_are_wilson_intervals_valid_at_small_n():
+    """The real case: chapter 05's buckets of a handful of episodes, all failed, had the bootstrap
+    interval [0, 0] — certainty from three coin flips. Wilson's interval is not degenerate."""
+    import pandas as pd
+    df = pd.DataFrame({"utility": [0.1, 0.2, 0.3, 0.7, 0.8, 0.9], "success": [0, 0, 0, 1, 1, 0]})
+    b = bucket_success(df, "utility", n_buckets=2).set_index("bucket")
+    assert b.loc[1, "successes"] == 0 and b.loc[1, "ci_low"] == 0
+    assert b.loc[1, "ci_high"] == pytest.approx(0.5615, abs=1e-4)      # Wilson 95% upper limit of 0/3
+    assert b.loc[2, "success"] == pytest.approx(2 / 3)
+    assert (b.loc[2, "ci_low"], b.loc[2, "ci_high"]) == pytest.approx((0.2077, 0.9385), abs=1e-4)
+
+
+def test_slope_clusters_by_task_so_repeated_episodes_do_not_narrow_it():
+    """Episodes of one task recorded by several runs (e.g. E.2 and E.4 replaying the same library) are one
+    observation: an episode-level interval shrinks by √2 when every episode is counted twice, the
+    task-clustered one does not."""
+    import pandas as pd
+    rng = np.random.default_rng(3)
+    u = rng.uniform(0, 1, 60)
+    df = pd.DataFrame({"task_id": [f"t{i}" for i in range(60)], "utility": u,
+                       "success": (rng.uniform(0, 1, 60) < u).astype(float)})
+    once, twice = success_slope(df, "utility"), success_slope(pd.concat([df, df]), "utility")
+    assert twice["n"] == 120 and twice["n_clusters"] == 60 and twice["slope"] == pytest.approx(once["slope"])
+    assert twice["ci_high"] - twice["ci_low"] == pytest.approx(once["ci_high"] - once["ci_low"], rel=0.02)
+    few = success_slope(df.head(2), "utility")
+    assert np.isnan(few["slope"]) and "too few" in few["note"]
 
 
 def test_task_texts_append_the_first_observation_and_name_valid_kinds():
@@ -153,10 +183,97 @@ def test_slope_within_task_types_removes_a_confound():
     import pandas as pd
     # the score only tells the easy type (high score, always solved) from the hard one (low score, never)
     rng = np.random.default_rng(1)
-    df = pd.DataFrame({"task_type": ["easy"] * 50 + ["hard"] * 50,
+    df = pd.DataFrame({"task_id": [f"t{i}" for i in range(100)], "task_type": ["easy"] * 50 + ["hard"] * 50,
                        "utility": np.r_[rng.uniform(0.6, 1, 50), rng.uniform(0, 0.4, 50)],
                        "success": [1.0] * 25 + [0.0] * 25 + [1.0] * 5 + [0.0] * 45})
     df["success"] = rng.permutation(df["success"][:50]).tolist() + rng.permutation(df["success"][50:]).tolist()
     assert success_slope(df, "utility")["ci_low"] > 0
     within = success_slope(df, "utility", within="task_type")
     assert within["within"] == "task_type" and within["ci_low"] < 0 < within["ci_high"]
+
+
+# The workshop's subtask-code stream as recorded (runs/workshop/transfer/subtask-code): per position the ids
+# its episode wrote and retrieved, and the library's overwrite events, from before overwrites kept the id.
+REAL_WRITTEN = {0: ["c0001"], 1: ["c0002"], 2: ["c0003", "c0004", "c0005", "c0006"], 3: ["c0007", "c0008", "c0009"],
+                4: [], 5: ["c0012", "c0013"], 6: ["c0014", "c0015", "c0016"], 7: ["c0017"], 8: ["c0018", "c0020"]}
+REAL_RETRIEVED = {2: ["c0004", "c0005"], 3: ["c0001", "c0007", "c0006", "c0008", "c0007", "c0006"],
+                  5: ["c0006", "c0012"], 6: ["c0009", "c0007", "c0013", "c0009"]}
+REAL_OVERWRITES = [("c0004", "c0003"), ("c0005", "c0004"), ("c0006", "c0005"), ("c0007", "c0001"),
+                   ("c0009", "c0008"), ("c0012", "c0006"), ("c0013", "c0012"), ("c0014", "c0007"),
+                   ("c0018", "c0013"), ("c0020", "c0018")]
+
+
+def test_reuse_is_counted_per_skill_identity_in_records_from_before_overwrites_kept_the_id():
+    """The real case (issue 13): subtask-code 'wrote' 17 skills (10 of them overwrites) against 9 for
+    text, which made E.5's verdict. Per identity it wrote 7, reused by 6/7 later tasks each on average."""
+    from skillbook.papers.breakdown.hygiene import identities
+    from skillbook.skills.library import SkillLibrary
+    episodes = [Episode(task_id=f"twx/twc/test/{p}", env="twx", task_type="twc", split="test", agent="subtask",
+                        memory="code", position=p, written=REAL_WRITTEN[p], retrieved=REAL_RETRIEVED.get(p, []))
+                for p in range(9)]
+    lib = SkillLibrary()
+    for new, old in REAL_OVERWRITES:
+        lib.log("overwritten", skill=new, replaced=old, function="f")
+    ident = identities(lib)
+    assert ident["c0003"] == ident["c0013"] == "c0020" and ident["c0001"] == "c0014" and ident["c0008"] == "c0009"
+    assert len(reuse_frequency(episodes)) == 17                              # the bug: one "skill" per version
+    freq = reuse_frequency(episodes, ident).set_index("skill_id")
+    assert freq["writes"].to_dict() == {"c0014": 3, "c0002": 1, "c0020": 8, "c0009": 2, "c0015": 1, "c0016": 1,
+                                        "c0017": 1}
+    assert freq["born"].to_dict() == {"c0014": 0, "c0002": 1, "c0020": 2, "c0009": 3, "c0015": 6, "c0016": 6,
+                                      "c0017": 7}
+    assert freq["later_tasks"].to_dict() == {"c0014": 2, "c0002": 0, "c0020": 3, "c0009": 1, "c0015": 0,
+                                             "c0016": 0, "c0017": 0}
+    r = reuse_matrix(episodes, identity=ident)
+    assert {tuple(ij) for ij in np.argwhere(r)} == {(0, 3), (0, 6), (2, 3), (2, 5), (2, 6), (3, 6)}
+
+
+def test_a_stream_of_code_overwrites_writes_one_skill(tmp_path, fake_env):
+    """The same case run through the agent: a code memory whose model writes the same function after every
+    task keeps one skill, written (as recorded in the episodes) under one id, with every version."""
+    from fakes import FakeCoder
+    from skillbook.agent import AgentConfig
+    from skillbook.papers.breakdown import InducedMemory
+    from skillbook.run import Condition, run_condition
+    llm = FakeCoder(names=["open_door"])
+    tasks = [f"fake/fetch/dev/{i}" for i in range(4)]
+    c = Condition("c", AgentConfig(level="subtask", max_steps=6, n_examples=0),
+                  lambda: InducedMemory(llm, "code", threshold=0.0),
+                  stream=True)
+    eps = run_condition(tmp_path, llm, c, tasks).episodes
+    assert [e.written for e in eps] == [["c0001"]] * 4 and all(e.retrieved == ["c0001"] for e in eps[1:])
+    from skillbook.papers.breakdown import library_of
+    lib = library_of(tmp_path)
+    (skill,) = lib
+    assert skill.id == "c0001" and skill.extra["version"] == 4 and len(skill.extra["lineage"]) == 3
+    assert skill.stats["retrievals"] == 3 and skill.created_at == 0 and skill.extra["written_at"] == 3
+    freq = reuse_frequency(eps)
+    assert freq.to_dict("records") == [{"skill_id": "c0001", "born": 0, "writes": 4, "later_tasks": 3}]
+
+
+def test_library_comparisons_use_exact_permutation_p_values_at_small_n():
+    """The real case: in the smoke run, 2 task-text skills against 3 subtask-text skills gave a bootstrap
+    p < 0.001 for the median-utility difference — 'contradicted' from five numbers. Five values have 10
+    relabellings into 2 + 3, so no test of them can give p below 2/10."""
+    from skillbook.analysis import bootstrap_difference
+    from skillbook.papers.breakdown.utility import permutation_difference, spearman_permutation
+    a, b = [0.46, 0.47], [0.38, 0.39, 0.40]
+    assert bootstrap_difference(a, b)["p"] < 0.001
+    d = permutation_difference(a, b)
+    assert d["difference"] == pytest.approx(0.39 - 0.465) and d["test"] == "permutation"
+    assert d["p"] == pytest.approx(0.2) and d["ci_high"] < 0                # the interval is kept
+    assert permutation_difference(a, b, stat="mean")["difference"] == pytest.approx(0.39 - 0.465)
+    with pytest.raises(ValueError, match="'median' or 'mean'"):
+        permutation_difference(a, b, stat="mode")
+    r = spearman_permutation([1, 2, 3, 4], [10, 20, 30, 40])
+    assert r["rho"] == pytest.approx(1.0) and r["p"] == pytest.approx(2 / 24)   # 4! orderings, two as extreme
+
+
+def test_a_constant_outcome_has_no_slope_to_test():
+    """The real case: in the smoke run no episode succeeded; the slope came out 0 with interval [0, 0] and
+    MDE 0 — a certainty the data cannot give."""
+    import pandas as pd
+    df = pd.DataFrame({"task_id": ["a", "a", "b", "c", "d"], "utility": [0.1, 0.2, 0.3, 0.4, 0.5],
+                       "success": [0.0] * 5})
+    s = success_slope(df, "utility")
+    assert np.isnan(s["slope"]) and np.isnan(s["mde"]) and "success = 0.0" in s["note"]

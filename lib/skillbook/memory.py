@@ -100,21 +100,32 @@ PLACEBO_TEXTS = (
 )
 
 
-def _match_length(text: str, n: int) -> str:
-    """`text` repeated and cut to exactly `n` characters (at least one word)."""
-    if n <= 0:
-        return ""
-    out = text
-    while len(out) < n:
-        out += " " + text
-    return out[:n].rstrip() or text.split()[0]
+def _match_shape(text: str, template: str) -> str:
+    """`text` (repeated as needed) laid out in the lines of `template`: the same number of lines, each of
+    the same length, so the placebo takes the same room in the prompt and tokenises to about as many
+    tokens. Blank lines stay blank; consecutive lines continue the text where the last one stopped."""
+    stream = (text + " ") * (len(template) // max(1, len(text)) + 2)
+    out, at = [], 0
+    for line in template.split("\n"):
+        if not line.strip():
+            out.append(line)
+            continue
+        while stream[at].isspace():
+            at += 1
+        chunk = stream[at:at + len(line)]
+        at += len(line)
+        out.append(chunk[:-1] + "." if chunk[-1].isspace() else chunk)
+    return "\n".join(out)
 
 
 class PlaceboMemory(MemoryPolicy):
     """The noise floor of a prompt-changing memory: the same policy writes and retrieves as usual, but
-    every retrieved skill is shown as an irrelevant skill of the same length (description and body,
-    in characters) in the same prompt slot. A memory that helps only as much as its placebo helps
-    because its prompt changed, not because of what it says."""
+    every retrieved skill is shown as an irrelevant skill of the same shape — description and body of
+    the same length in characters, line by line — in the same prompt slot. A memory that helps only as
+    much as its placebo helps because its prompt changed, not because of what it says.
+
+    The inner policy still learns from this agent's own trajectories (which the placebo prompts shaped),
+    so the placebo's library grows as the real one would on those trajectories."""
 
     def __init__(self, inner: MemoryPolicy):
         self.inner = inner
@@ -126,8 +137,8 @@ class PlaceboMemory(MemoryPolicy):
         out = []
         for i, s in enumerate(real):
             description, body = PLACEBO_TEXTS[(seed + i) % len(PLACEBO_TEXTS)]
-            out.append(Skill(id=f"placebo-{s.id}", description=_match_length(description, len(s.description)),
-                             body=_match_length(body, len(s.body)), format="text",
+            out.append(Skill(id=f"placebo-{s.id}", description=_match_shape(description, s.description),
+                             body=_match_shape(body, s.body), format="text",
                              provenance={"placebo_for": s.id}))
         return out
 

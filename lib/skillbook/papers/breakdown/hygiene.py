@@ -6,6 +6,13 @@
   description has cosine ≥ 0.85 with an existing code skill is dropped;
 * code: a skill that fails to load (in the sandbox) is deleted, and so are the code skills that call it;
   so is one that cannot be load-checked because this machine has no jail (sandbox.JailUnavailable).
+
+An overwrite is a new *version* of the same skill, not a new skill: it keeps the skill's id, its
+retrieval statistics and its birth (`created_at`), and the versions it replaced are kept in order in
+`extra["lineage"]` (description, body, provenance, where each was written); `extra["version"]` counts
+them. So "skills written", retrieval and reuse counts are per skill identity. Records written before
+this rule (an overwrite got a new id and the event log says `replaced=<old id>`) are mapped to their
+identities by `identities(library)`.
 """
 from __future__ import annotations
 
@@ -55,6 +62,46 @@ def delete_cascade(library: SkillLibrary, skill_id: str, reason: str) -> list[st
     return gone
 
 
+def new_version(existing: Skill, skill: Skill) -> Skill:
+    """`skill` as the next version of `existing` (same function name): the identity — id, statistics,
+    birth — is the existing skill's; the existing version joins the lineage."""
+    lineage = list(existing.extra.get("lineage", []))
+    lineage.append({"version": existing.extra.get("version", 1), "description": existing.description,
+                    "body": existing.body, "provenance": existing.provenance,
+                    "written_at": existing.extra.get("written_at", existing.created_at)})
+    written_at = skill.created_at
+    skill.id, skill.stats, skill.created_at = existing.id, existing.stats, existing.created_at
+    skill.extra.update(version=len(lineage) + 1, lineage=lineage, written_at=written_at)
+    return skill
+
+
+def identities(library: SkillLibrary) -> dict[str, str]:
+    """skill id as recorded → the id the skill has now, for recorded ids that differ from it. Records
+    made before overwrites kept the id gave each version a new id and logged `replaced=<previous id>`;
+    every version of such a chain maps to its last version's id (the one in the library, unless it was
+    deleted later). Empty for records made since."""
+    out: dict[str, str] = {}
+    for e in library.events:
+        old, new = e.get("replaced"), e.get("skill")
+        if e.get("event") == "overwritten" and old and new and old != new:
+            for k, v in out.items():
+                if v == old:
+                    out[k] = new
+            out[old] = new
+    return out
+
+
+def description_at(skill: Skill, position: int) -> str:
+    """The description of the version of `skill` that was in the library at stream position `position`:
+    the last version written before that position (a version written at the same position, i.e. by an
+    earlier subtask of the same task, cannot be told apart from one written after it there, so it
+    counts only when it is the first version)."""
+    versions = skill.extra.get("lineage", []) + [{"description": skill.description,
+                                                  "written_at": skill.extra.get("written_at", skill.created_at)}]
+    before = [v for v in versions if v["written_at"] < position]
+    return (before[-1] if before else versions[0])["description"]
+
+
 def add_with_hygiene(library: SkillLibrary, skill: Skill, merge_bodies: Callable[[Skill, Skill], str] | None = None,
                      load_check: Callable[[list[str]], str] = sandbox.load_check,
                      threshold: float = DUPLICATE_THRESHOLD) -> tuple[Skill | None, str]:
@@ -77,8 +124,9 @@ def add_with_hygiene(library: SkillLibrary, skill: Skill, merge_bodies: Callable
     skill.extra["function"] = name
     existing = next((s for s in library if s.format == "code" and code_name(s) == name), None)
     if existing is not None:
+        skill = new_version(existing, skill)
         library.replace(existing.id, skill)
-        library.log("overwritten", skill=skill.id, replaced=existing.id, function=name)
+        library.log("overwritten", skill=skill.id, version=skill.extra["version"], function=name)
         event = "overwritten"
     elif nearest:
         library.log("dropped", description=skill.description, duplicate_of=nearest[0][0].id,

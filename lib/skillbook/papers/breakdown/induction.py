@@ -100,7 +100,8 @@ def induce(llm, trajectory: Trajectory, format: str, prompt_level: str = "L3", s
 def _skill_from_reply(c, trajectory: Trajectory, format: str, prompt_level: str, skill_id: str) -> Skill:
     provenance = {"source_task": trajectory.task_id, "span": list(trajectory.span),
                   "induction_level": trajectory.level, "prompt_level": prompt_level,
-                  "source_success": bool(trajectory.success), "source_score": trajectory.score,
+                  # the state when the span ended; the task's final outcome is added when the episode ends
+                  "span_success": bool(trajectory.success), "span_score": trajectory.score,
                   "subtask": trajectory.description}
     if format == "text":
         description, body = parse_text_skill(c.text)

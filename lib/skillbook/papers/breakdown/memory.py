@@ -3,6 +3,16 @@
 The level is the agent's (it hands over whole trajectories or sub-trajectories); this policy fixes
 the format (text | code), the induction prompt level (L1–L3), retrieval (top-k, threshold) and which
 source outcomes it learns from (all, or only successes / failures for the E.3 check).
+
+Outcome labels in a skill's provenance (and in each entry of `merged_from`, one per merged write):
+
+    span_success, span_score   the episode's state when the (sub)trajectory the skill was induced from
+                               ended — for a subtask, not the task's outcome
+    task_success, task_score   the source task's final outcome, set by `finish()` when its episode ends
+
+Libraries recorded before these names hold only `source_success` / `source_score`, which meant the
+span's state; `source_outcome` refuses to read a task outcome from them, and `label_from_episodes`
+fills the final outcome in from the stream's episode records (see the E.3 follow-up in pipeline.py).
 """
 from __future__ import annotations
 
@@ -31,6 +41,7 @@ class InducedMemory(MemoryPolicy):
         self.name = (f"{format}" + ("" if source == "all" else f"-{source}") + ("-frozen" if frozen else "")
                      + ("" if show else "-bare"))
         self.failures: list[dict] = []   # replies that were not usable skills
+        self._pending: list[dict] = []   # provenance of this episode's writes, labelled in finish()
 
     def retrieve(self, query: str, context: dict) -> list[Skill]:
         if not self.show:
@@ -45,6 +56,8 @@ class InducedMemory(MemoryPolicy):
     def write(self, trajectory: Trajectory, context: dict) -> list[Skill]:
         if self.frozen or len(trajectory.steps) < self.min_steps:
             return []
+        # `source` can only see the span's state: the task's outcome is not known yet when a subtask's
+        # skill is written. E.3 splits a finished library by the final outcome instead (`outcome_of`).
         if self.source == "success" and not trajectory.success or self.source == "failure" and trajectory.success:
             return []
         try:
@@ -57,8 +70,18 @@ class InducedMemory(MemoryPolicy):
         self.record_call("induction", c)
         skill.created_at = context.get("position", 0)
         skill.provenance["stream_position"] = context.get("position", 0)
+        # The same dict ends up as the skill's provenance, a new version's, or an entry of a merged skill's
+        # `merged_from`: labelling it in finish() labels exactly this write.
+        self._pending.append(skill.provenance)
         kept, event = add_with_hygiene(self.library, skill, merge_bodies=self._merge)
         return [kept] if kept is not None else []
+
+    def finish(self, episode, context: dict) -> None:
+        """Label what this episode wrote with the task's final outcome (a subtask's skill was written
+        before the task ended)."""
+        for provenance in self._pending:
+            provenance["task_success"], provenance["task_score"] = bool(episode.success), float(episode.score)
+        self._pending = []
 
     def _merge(self, old: Skill, new: Skill) -> str:
         c = self.llm.chat([{"role": "user", "content": prompt("merge_text").format(a=old.body, b=new.body)}],
@@ -87,4 +110,42 @@ class InducedMemory(MemoryPolicy):
             self.failures = list(state.get("failures", []))
 
 
-__all__ = ["InducedMemory"]
+def source_outcome(provenance: dict) -> bool | None:
+    """The final outcome of the task one write was induced from, or None when it was not recorded.
+
+    A provenance with only the old `source_success` (libraries recorded before `task_success` existed)
+    raises: that field is the state when the subtask ended, and reading it as the task's outcome is the
+    error this label corrects. Fill such libraries in with `label_from_episodes` first."""
+    if "task_success" in provenance:
+        return provenance["task_success"]
+    if "source_success" in provenance:
+        raise ValueError(f"skill from {provenance.get('source_task')!r} has only `source_success` (the state when "
+                         "its subtask ended, recorded before final outcomes were): label it with "
+                         "label_from_episodes(library, episodes) first")
+    return None
+
+
+def outcome_of(skill: Skill) -> str:
+    """'success' / 'failure' when every write that shaped the skill (its own and those merged into it)
+    came from a task that succeeded / failed; 'mixed' otherwise; 'unknown' without labels."""
+    labels = {source_outcome(p) for p in [skill.provenance] + skill.provenance.get("merged_from", [])}
+    if None in labels:
+        return "unknown"
+    return "mixed" if len(labels) > 1 else ("success" if labels == {True} else "failure")
+
+
+def label_from_episodes(library: SkillLibrary, episodes) -> int:
+    """Give every write in `library` that lacks a final outcome the outcome its source task had in
+    `episodes` (the records of the stream that wrote the library: each task appears once in a stream);
+    returns how many writes were labelled. For libraries recorded before `finish()` labelled them."""
+    outcome = {e.task_id: (bool(e.success), float(e.score)) for e in episodes}
+    n = 0
+    for skill in library:
+        for p in [skill.provenance] + skill.provenance.get("merged_from", []):
+            if "task_success" not in p and p.get("source_task") in outcome:
+                p["task_success"], p["task_score"] = outcome[p["source_task"]]
+                n += 1
+    return n
+
+
+__all__ = ["InducedMemory", "SOURCES", "source_outcome", "outcome_of", "label_from_episodes"]

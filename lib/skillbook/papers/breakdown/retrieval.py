@@ -1,9 +1,13 @@
 """Retrieval as it happened and as it would with other settings, from records and final libraries.
 
-Similarities are recomputed from the recorded queries (the instruction or subtask description) and
-the skills' descriptions: embeddings are deterministic, so this reproduces what the agent saw for every
-skill still in the final library. Skills deleted later by hygiene (code that failed to load) have no
-description left and are counted as `missing`.
+Similarities are recomputed from the recorded queries and the skills' descriptions: embeddings are
+deterministic, so this reproduces what the agent saw for every skill still in the final library (for a
+code skill overwritten later, the description of the version it had then, `hygiene.description_at`).
+The query is `SubTrajectory.query`: at task level the instruction and the first observation, at
+subtask level the subtask. Records made before queries were recorded have none; their query was the
+instruction or the subtask description, which is used instead (`query_recorded` says which). Skills
+deleted later by hygiene (code that failed to load), and versions of code skills recorded under ids of
+their own before overwrites kept the id, have no description left and are counted as `missing`.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import pandas as pd
 
 from ...skills.embeddings import get_embedder
 from ...skills.library import SkillLibrary
+from .hygiene import description_at
 
 
 def retrieval_events(episodes: dict[str, list], libraries: dict[str, SkillLibrary]) -> pd.DataFrame:
@@ -24,15 +29,17 @@ def retrieval_events(episodes: dict[str, list], libraries: dict[str, SkillLibrar
             continue
         for e in eps:
             for sub in e.subtasks:
-                q = emb.embed(sub.description)
+                query = sub.query or sub.description
+                q = emb.embed(query)
                 base = {"condition": cond, "task_id": e.task_id, "task_type": e.task_type, "position": e.position,
-                        "subtask": sub.index, "query": sub.description, "success": e.success}
+                        "subtask": sub.index, "query": query, "query_recorded": bool(sub.query),
+                        "success": e.success}
                 if not sub.retrieved:
                     rows.append({**base, "rank": None, "skill_id": None, "similarity": np.nan,
                                  "same_type": None, "missing": False})
                 for rank, sid in enumerate(sub.retrieved, 1):
                     s = lib.skills.get(sid)
-                    sim = float(emb.embed(s.description) @ q) if s else np.nan
+                    sim = float(emb.embed(description_at(s, e.position)) @ q) if s else np.nan
                     src = (s.provenance.get("source_task", "") if s else "")
                     rows.append({**base, "rank": rank, "skill_id": sid, "similarity": sim,
                                  "same_type": ("/".join(src.split("/")[:2]) == "/".join(e.task_id.split("/")[:2])) if s else None,

@@ -118,55 +118,108 @@ def split_at_median(library, scores: pd.DataFrame):
     return library.filtered(lambda s: s.id in high), library.filtered(lambda s: s.id not in high)
 
 
-def retrieved_scores(episodes, scores: pd.DataFrame) -> pd.DataFrame:
+def retrieved_scores(episodes, scores: pd.DataFrame, identity: dict[str, str] | None = None) -> pd.DataFrame:
     """Per episode: success and the mean specificity, abstractness and utility of the distinct skills it
     retrieved (skills that hygiene deleted later have no score and are left out). Episodes that
-    retrieved no scorable skill are left out."""
+    retrieved no scorable skill are left out. `identity` maps recorded skill ids to the ids in
+    `scores` (`hygiene.identities`, for records in which a code overwrite got a new id)."""
     by_id = scores.set_index("skill_id")
+    identity = identity or {}
     rows = []
     for e in episodes:
-        ids = [i for i in dict.fromkeys(e.retrieved) if i in by_id.index]
+        ids = [i for i in dict.fromkeys(identity.get(r, r) for r in e.retrieved) if i in by_id.index]
         if not ids:
             continue
         m = by_id.loc[ids, ["specificity", "abstractness", "utility"]].mean()
         rows.append({"task_id": e.task_id, "task_type": e.task_type, "success": float(e.success), "score": e.score,
                      "n_skills": len(ids), **m.to_dict()})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["task_id", "task_type", "success", "score", "n_skills", "specificity",
+                                       "abstractness", "utility"])
 
 
-def bucket_success(df: pd.DataFrame, column: str, n_buckets: int = 3, success: str = "success",
-                   seed: int = 0) -> pd.DataFrame:
-    """Tasks cut into `n_buckets` quantile buckets of `column`; success with a bootstrap CI per bucket."""
-    from ...analysis.stats import bootstrap_ci
+def bucket_success(df: pd.DataFrame, column: str, n_buckets: int = 3, success: str = "success") -> pd.DataFrame:
+    """Episodes cut into `n_buckets` quantile buckets of `column` (ties broken by row order); per bucket
+    its edges, n, successes, the success rate and its 95% Wilson interval (valid at the small n of a
+    bucket, where a bootstrap of a handful of 0/1 values is not). Repeated episodes must be removed
+    first (`analysis.dedupe_episodes`): a bucket counts rows."""
+    from ...analysis.stats import wilson_interval
+    cols = ["score", "bucket", "low_edge", "high_edge", "n", "successes", "success", "ci_low", "ci_high"]
     if df.empty:
-        return pd.DataFrame(columns=["score", "bucket", "low_edge", "high_edge", "n", "success", "ci_low", "ci_high"])
+        return pd.DataFrame(columns=cols)
     q = pd.qcut(df[column].rank(method="first"), q=min(n_buckets, len(df)), labels=False)
     rows = []
     for b, g in df.groupby(q):
-        m, lo, hi = bootstrap_ci(g[success].to_numpy(dtype=float), seed=seed)
+        k, n = int(g[success].astype(float).sum()), len(g)
+        lo, hi = wilson_interval(k, n)
         rows.append({"score": column, "bucket": int(b) + 1, "low_edge": g[column].min(), "high_edge": g[column].max(),
-                     "n": len(g), "success": m, "ci_low": lo, "ci_high": hi})
-    return pd.DataFrame(rows)
+                     "n": n, "successes": k, "success": k / n, "ci_low": float(lo), "ci_high": float(hi)})
+    return pd.DataFrame(rows, columns=cols)
 
 
-def success_slope(df: pd.DataFrame, column: str, success: str = "success", within: str | None = None) -> dict:
-    """Linear-probability slope of success on the standardised score, with an HC3 95% interval.
+def success_slope(df: pd.DataFrame, column: str, success: str = "success", within: str | None = None,
+                  cluster: str = "task_id") -> dict:
+    """Linear-probability slope of success on the standardised score (per SD), with a cluster-robust
+    95% interval (`analysis.cluster_slope`, CR1, t with G − 1 df): episodes of one task share its
+    difficulty, so the task (`cluster`), not the episode, is the independent unit.
 
     `within` names a column (e.g. task_type) whose levels get their own intercepts, so the slope compares
     episodes of the same kind only: a score that merely tells easy task types from hard ones gets no credit.
+    NaN estimate (and a `note`) with fewer than 2 clusters or a score that does not vary.
     """
-    import statsmodels.api as sm
-    x = df[column].to_numpy(dtype=float)
-    out = {"score": column, "within": within or "", "n": len(df)}
-    if len(df) < 3 or np.std(x) == 0:
-        return {**out, "slope_per_sd": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan}
-    X = pd.DataFrame({"z": (x - x.mean()) / x.std()}, index=df.index)
-    if within:
-        X = X.join(pd.get_dummies(df[within], prefix=within, drop_first=True, dtype=float))
-    fit = sm.OLS(df[success].to_numpy(dtype=float), sm.add_constant(X, has_constant="add")).fit(cov_type="HC3")
-    lo, hi = fit.conf_int().loc["z"]
-    return {**out, "slope_per_sd": float(fit.params["z"]), "ci_low": float(lo), "ci_high": float(hi),
-            "p": float(fit.pvalues["z"])}
+    from ...analysis.stats import cluster_slope
+    base = {"score": column, "within": within or "", "n": len(df),
+            "n_clusters": df[cluster].nunique() if len(df) else 0}
+    nan = dict.fromkeys(("slope", "estimate", "slope_per_sd", "se", "ci_low", "ci_high", "p", "mde"), np.nan)
+    if len(df) < 3 or df[column].nunique() < 2 or base["n_clusters"] < 2:
+        return {**base, **nan, "note": "too few episodes, tasks or distinct scores for a slope"}
+    if df[success].nunique() < 2:      # a constant outcome has slope 0 with standard error 0: no test
+        return {**base, **nan, "note": f"every episode has {success} = {df[success].iloc[0]}: no slope to test"}
+    r = cluster_slope(df, column, success, cluster, within=within, standardize=True)
+    keep = ("slope", "estimate", "se", "ci_low", "ci_high", "p", "mde", "n", "n_clusters")
+    return {**base, **{k: r[k] for k in keep}, "slope_per_sd": r["slope"], "note": ""}
+
+
+# -- comparing skills (libraries of a handful of skills: tests that stay valid at small n) ---------------
+def permutation_difference(a, b, stat: str = "median", n_resamples: int = 9_999, seed: int = 0) -> dict:
+    """stat(b) − stat(a) of two independent samples (e.g. the utilities of two libraries' skills): the
+    estimate, its 95% percentile-bootstrap interval and MDE (`analysis.bootstrap_difference`), and the p
+    of a two-sided permutation test of the same statistic — exact when the two samples have at most
+    `n_resamples` distinct relabellings, as libraries of a few skills do. (The bootstrap's own p is not
+    used: with 3 or 4 skills a side its distribution of medians is a handful of points and its p can
+    fall below 0.001 where no relabelling test could.)"""
+    from scipy.stats import permutation_test
+
+    from ...analysis.stats import bootstrap_difference
+    if stat not in ("median", "mean"):
+        raise ValueError(f"stat must be 'median' or 'mean', got {stat!r}")
+    fn = np.median if stat == "median" else np.mean
+    out = bootstrap_difference(a, b, stat=fn, seed=seed)
+    a, b = (np.asarray(x, dtype=float) for x in (a, b))
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    out.update(stat=stat, test="permutation")
+    if len(a) and len(b):
+        res = permutation_test((b, a), lambda x, y, axis: fn(x, axis=axis) - fn(y, axis=axis), vectorized=True,
+                               permutation_type="independent", n_resamples=n_resamples, random_state=seed)
+        out["p"] = float(res.pvalue)
+    return out
+
+
+def spearman_permutation(x, y, n_resamples: int = 9_999, seed: int = 0) -> dict:
+    """Spearman's ρ with its percentile-bootstrap interval and MDE (`analysis.spearman_ci`) and the p of a
+    two-sided permutation test (y shuffled against x; exact for small n), valid where the bootstrap's p is
+    not (a few skills, many ties)."""
+    from scipy.stats import permutation_test, spearmanr
+
+    from ...analysis.stats import spearman_ci
+    out = {**spearman_ci(x, y, seed=seed), "test": "permutation"}
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[ok], y[ok]
+    if len(x) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0:
+        res = permutation_test((y,), lambda v: spearmanr(x, v).statistic, permutation_type="pairings",
+                               n_resamples=n_resamples, random_state=seed)
+        out["p"] = float(res.pvalue)
+    return out
 
 
 def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: list[str], uses: pd.DataFrame):
@@ -212,4 +265,5 @@ def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: 
 
 
 __all__ = ["TAU", "specificity", "specificity_sampled", "abstractness", "utility", "similarity_matrices",
-           "score_library", "split_at_median", "retrieved_scores", "bucket_success", "success_slope", "skill_explorer"]
+           "score_library", "split_at_median", "retrieved_scores", "bucket_success", "success_slope",
+           "permutation_difference", "spearman_permutation", "skill_explorer"]

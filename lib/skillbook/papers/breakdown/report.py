@@ -1,0 +1,71 @@
+"""Sentences for the findings at the end of a chapter, written from its claims table and measurements
+(so a re-executed chapter says what its own numbers say, never a number typed by hand)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def num(x: float, signed: bool = True, digits: int = 2) -> str:
+    """+0.12 / −0.03 (a true minus sign); 'n/a' for a missing value."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return (f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}").replace("-", "−")
+
+
+def interval(low: float, high: float, signed: bool = True, digits: int = 2) -> str:
+    if any(v is None or math.isnan(v) for v in (low, high)):
+        return "no interval"
+    return f"[{num(low, signed, digits)}, {num(high, signed, digits)}]"
+
+
+def p_text(p: float) -> str:
+    if p is None or math.isnan(p):
+        return "no test"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
+
+
+def claim_sentence(row) -> str:
+    """One row of `analysis.claims_table` in words: the claim, what the paper reports, the measurement
+    with its interval and n (and clusters), the test (Holm-adjusted for a secondary claim) and the
+    verdict; a descriptive row (no test) says what was observed."""
+    head = f"*{row['claim']}* (paper: {row['paper']}): "
+    measured = "" if pd.isna(row["estimate"]) else f"{num(row['estimate'])} "
+    if not (pd.isna(row["ci_low"]) or pd.isna(row["ci_high"])):
+        measured += f"{interval(row['ci_low'], row['ci_high'])} "
+    n = "" if pd.isna(row["n"]) else f"n = {int(row['n'])}"
+    if n and not pd.isna(row["n_clusters"]):
+        n += f" in {int(row['n_clusters'])} clusters"
+    if row["verdict"] == "not tested":
+        observed = "; ".join(x for x in (measured.strip(), n, row["note"]) if x)
+        return head + f"{observed} — descriptive, no test."
+    test = p_text(row["p"])
+    if row["role"] == "secondary" and not pd.isna(row["p_holm"]):
+        test += f", Holm-adjusted {p_text(row['p_holm'])[2:]}"
+    note = f" ({row['note']})" if row["note"] else ""
+    observed = ", ".join(x for x in (measured.strip(), n) if x) or "no estimate"
+    return head + f"{observed}; {test} — **{row['verdict']}**{note}."
+
+
+def findings(table: pd.DataFrame, role: str | None = None) -> str:
+    """The claims of one role (or all) as a markdown list of `claim_sentence`s."""
+    rows = table if role is None else table[table["role"] == role]
+    return "\n".join(f"* {claim_sentence(r)}" for _, r in rows.iterrows()) or "* (none could be measured in this run)"
+
+
+def tally(table: pd.DataFrame, role: str) -> str:
+    """'1 of 2 supported, 0 contradicted, 1 not resolved' for the claims of `role`."""
+    v = table.loc[table["role"] == role, "verdict"]
+    if not len(v):
+        return f"no {role} claim"
+    parts = [f"{(v == 'supported').sum()} of {len(v)} supported", f"{(v == 'contradicted').sum()} contradicted",
+             f"{v.str.startswith('not resolved').sum()} not resolved"]
+    if (v == "not tested").any():
+        parts.append(f"{(v == 'not tested').sum()} descriptive (not tested)")
+    return ", ".join(parts)
+
+
+__all__ = ["num", "interval", "p_text", "claim_sentence", "findings", "tally"]
