@@ -86,3 +86,10 @@ def test_render_claims_formats_for_the_page():
     assert r["p"].tolist() == ["0.20", "0.004"] and r["p (Holm)"].tolist() == ["—", "0.004"]
     assert r["MDE"].tolist() == ["±0.31", "±8.00"] and r.n.tolist() == ["20", "30 (10 clusters)"]
     assert render_claims(claims_table(claims)).equals(r)
+
+
+def test_an_undetectable_effect_names_n_as_an_integer():
+    from skillbook.analysis import Claim, claims_table
+    t = claims_table([Claim("c", "+1 pp", 1, True, {"difference": 0.0, "ci_low": -1.0, "ci_high": 1.0, "p": 1.0,
+                                                    "mde": float("inf"), "n_tasks": 4})])
+    assert t.verdict[0] == "not resolved (no effect detectable at n = 4)"

@@ -113,6 +113,7 @@ def _mde_text(mde: float, n) -> str:
     if mde is None or math.isnan(mde):
         return "not resolved (MDE n/a)"
     if math.isinf(mde):
+        n = int(n) if isinstance(n, (int, float)) and not math.isnan(n) else n   # a column of n is float
         return f"not resolved (no effect detectable at n = {n})"
     return f"not resolved (MDE ±{_fmt(mde, signed=False)})"
 
