@@ -46,15 +46,16 @@ class FakeWorld:
         return list(range(self.N))
 
     def tasks(self, split, task_types=None):
-        return [self.task(f"fake/{t}/{split}/{i}") for t in (task_types or self.TASK_TYPES) for i in range(self.N)]
+        return [self.task(f"{self.name}/{t}/{split}/{i}") for t in (task_types or self.TASK_TYPES)
+                for i in range(self.N)]
 
     def task(self, task_id):
         env, tt, split, index = parse_task_id(task_id)
-        if env != "fake" or tt not in self.TASK_TYPES:
-            raise TaskIdError(f"unknown fake task {task_id!r}; valid types: {', '.join(self.TASK_TYPES)}")
+        if env != self.name or tt not in self.TASK_TYPES:
+            raise TaskIdError(f"unknown {self.name} task {task_id!r}; valid types: {', '.join(self.TASK_TYPES)}")
         if not 0 <= index < self.N:
             raise TaskIdError(f"task index {index} out of range: valid 0..{self.N - 1}")
-        return Task("fake", tt, split, index, index + 1000 * SPLITS.index(split))
+        return Task(self.name, tt, split, index, index + 1000 * SPLITS.index(split))
 
     def _goal(self, task: Task) -> int:
         return 1 + task.index % 3
@@ -238,14 +239,6 @@ class FakeTeacher(FakeModel):
 class OtherFakeWorld(FakeWorld):
     """A second fake benchmark, env "fake2" (same rules), for code that must route each task to its own env."""
     name = "fake2"
-
-    def task(self, task_id):
-        env, tt, split, index = parse_task_id(task_id)
-        if env != "fake2" or tt not in self.TASK_TYPES:
-            raise TaskIdError(f"unknown fake2 task {task_id!r}; valid types: {', '.join(self.TASK_TYPES)}")
-        if not 0 <= index < self.N:
-            raise TaskIdError(f"task index {index} out of range: valid 0..{self.N - 1}")
-        return Task("fake2", tt, split, index, index + 1000 * SPLITS.index(split))
 
 
 @pytest.fixture
