@@ -100,6 +100,19 @@ def check_page(page, url: str, timeout_ms: int = 20000) -> list[str]:
     return problems
 
 
+def broken_anchors(html: Path, page: Path) -> list[str]:
+    """Links of a page to '<file>#<id>' (or '#<id>') whose target file or id does not exist."""
+    import re
+    text, out = page.read_text(), []
+    for target, anchor in set(re.findall(r'href="([^"#:]*)#([^"]+)"', text)):
+        path = (page.parent / target).resolve() if target else page
+        if not path.exists():
+            out.append(f"broken link: {target}#{anchor} (no such page)")
+        elif f'id="{anchor}"' not in path.read_text():
+            out.append(f"broken link: {target}#{anchor} (no such anchor)")
+    return out
+
+
 def check_book(html: Path, pages: list[Path] | None = None) -> dict[str, list[str]]:
     """page (relative path) → problems, for every page of a built book (or `pages`)."""
     from playwright.sync_api import sync_playwright
@@ -129,6 +142,7 @@ def check_book(html: Path, pages: list[Path] | None = None) -> dict[str, list[st
                 finally:
                     page.close()
                 report[rel] += [f"request leaving localhost: {u}" for u in leaving]
+                report[rel] += broken_anchors(html, path)
         finally:
             browser.close()
     return report

@@ -85,18 +85,23 @@ def findings_frame(claims: pd.DataFrame) -> pd.DataFrame:
 
 
 def findings_html(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
-    """One HTML table; the chapter column links to the cell that measured the claim."""
+    """One HTML table, a header row per paper; the chapter column links to the cell that measured the
+    claim."""
     frame = findings_frame(claims)
     if frame.empty:
         return "<p>No chapter has recorded a claims table yet.</p>"
     titles = titles or {}
-    rows = []
+    shown = [c for c in frame.columns if c != "paper"]
+    rows, paper = [], None
     for (_, r), anchor in zip(frame.iterrows(), claims["anchor"]):
-        cells = [escape(str(v)) for v in r]
+        if r["paper"] != paper:
+            paper = r["paper"]
+            rows.append(f'<tr class="skillbook-paper"><th colspan="{len(shown)}">{escape(paper)}</th></tr>')
+        cells = [escape(str(r[c])) for c in shown]
         name = titles.get(r["chapter"], r["chapter"])
-        cells[1] = f'<a href="{escape(r["chapter"])}.html#{escape(anchor)}">{escape(name)}</a>'
+        cells[0] = f'<a href="{escape(r["chapter"])}.html#{escape(anchor)}">{escape(name)}</a>'
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{escape(c)}</th>" for c in frame.columns)
+    head = "".join(f"<th>{escape(c)}</th>" for c in shown)
     return (f'<table class="dataframe skillbook-findings"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
 

@@ -8,8 +8,9 @@
 * **setup code folded**: a cell that opens the `Lab` (imports, `Lab(...)`) shows its outputs but folds
   its code behind a toggle (`hide-input`).
 * **one line per progress bar**: a tqdm bar is an ipywidgets HBox (text, bar, text) whose final state
-  lives in the notebook's widget state; it becomes one text line (its final text), and its widget
-  models are dropped. A bar written to a stream (tqdm without widgets) keeps only its last update.
+  lives in the notebook's widget state; it becomes one text line ('credit: 100% 30/30', without the
+  clock, which differs between executions), and its widget models are dropped. A bar written to a
+  stream (tqdm without widgets) keeps only its last update, the same way.
 * **an anchor for the claims table**: a MyST target `(claims-<chapter>)=` before the cell that records
   the chapter's claims (`lab.claims(...)`), so that the closing chapter can link to that cell.
 
@@ -72,6 +73,8 @@ def merge_parameters(nb) -> None:
     if source is None:
         return
     _tag(source, "hide-input")
+    source.metadata["mystnb"] = {"code_prompt_show": "Show this run's parameters",
+                                 "code_prompt_hide": "Hide the parameters"}
     if injected is None:
         return
     _tag(injected, "remove-cell")
@@ -110,6 +113,8 @@ def fold_setup(nb) -> None:
     for cell in nb.cells:
         if cell.cell_type == "code" and re.search(r"\bLab\(", cell.source):
             _tag(cell, "hide-input")
+            cell.metadata.setdefault("mystnb", {"code_prompt_show": "Show the setup code (imports, the Lab)",
+                                                "code_prompt_hide": "Hide the setup code"})
 
 
 def _strip(text: str) -> str:
@@ -128,8 +133,17 @@ def _refs(value) -> list[str]:
     return []
 
 
+def _tidy_bar(text: str) -> str:
+    """'desc: 100%|████| 30/30 [00:12<00:00, 2.4it/s]' -> 'desc: 100% 30/30': the bar's glyphs and its
+    clock (elapsed time and rate differ between two executions of the same records) left out."""
+    if not re.search(r"\d%.*\d+/\d+", text):
+        return text
+    text = re.sub(r"\|[^|]*\|", " ", text)
+    return re.sub(r"\s*\[[^\]]*\]\s*$", "", re.sub(r"\s+", " ", text)).strip()
+
+
 def _bar_line(state: dict, model_id: str) -> str | None:
-    """The final text of a tqdm widget bar: 'desc: 100% 30/30 [00:12<00:00, 2.4it/s]', or None."""
+    """The final text of a tqdm widget bar, 'desc: 100% 30/30' (see `_tidy_bar`), or None."""
     box = state.get(model_id, {})
     if box.get("model_name") != "HBoxModel":
         return None
@@ -140,12 +154,12 @@ def _bar_line(state: dict, model_id: str) -> str | None:
     left, right = (_strip(k.get("state", {}).get("value", "")) for k in (kids[0], kids[2]))
     bar = bars[0]["state"]
     stopped = " (stopped early)" if bar.get("bar_style") == "danger" else ""
-    return f"{left} {right}".strip() + stopped
+    return _tidy_bar(f"{left} {right}") + stopped
 
 
 def _last_updates(text: str) -> str:
     """A stream's text with each carriage-return-updated line reduced to its last update."""
-    return "\n".join(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
+    return "\n".join(_tidy_bar(line.rsplit("\r", 1)[-1]) if "\r" in line.rstrip("\r") else line.rstrip("\r")
                      for line in text.split("\n"))
 
 
