@@ -1,7 +1,6 @@
 """The executed copy as a reader meets it: one parameters cell, setup folded, one line per progress bar,
 the claims cell anchored and recorded, the closing chapter's table; chapter sources within 88 columns."""
 import json
-import re
 
 import nbformat
 import pytest
@@ -11,8 +10,7 @@ from skillbook.analysis import Claim, claims_table, paired_difference
 from skillbook.book import normalize_notebook, project_root
 from skillbook.book.findings import INTERIM, collect_claims, findings_frame, findings_html, tally
 from skillbook.book.lab import FoldedTable, Lab
-from skillbook.book.reading import (claims_anchor, collapse_progress, merge_parameters,
-                                    prepare_for_reading)
+from skillbook.book.reading import (claims_anchor, collapse_progress, prepare_for_reading)
 
 ROOT = project_root()
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
