@@ -2,7 +2,13 @@
 #   make book   [PROFILE=workshop]   install into .venv, execute every chapter, build the HTML book
 #   make test                        install into .venv, run the tests
 #   make study / make study-status   start or resume the study of chapter 09 in the background / its progress
+#   make rerun CHAPTER=05_utility SET="n_buckets=4" [RUN=mine] [LIVE=1]
+#                                    re-execute one chapter with changed parameters into runs/$(RUN)/
+#   make html RUN=mine               the book with runs/mine/'s chapters in place of the profile's
 PROFILE ?= workshop
+RUN     ?=
+CHAPTER ?=
+SET     ?=
 PYTHON  ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -11,7 +17,7 @@ STAMP   := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install book chapters html test bench clean check-java study study-status study-stop calibrate check-bwrap
+.PHONY: install book chapters html rerun test bench clean check-java study study-status study-stop calibrate check-bwrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +42,12 @@ chapters: install check-java
 	$(PY) -m skillbook.book execute --profile $(PROFILE)
 
 html: install
-	$(PY) -m skillbook.book build --profile $(PROFILE)
+	$(PY) -m skillbook.book build --profile $(PROFILE) $(if $(RUN),--overlay $(RUN))
+
+rerun: install check-java
+	@test -n "$(CHAPTER)" || { echo "usage: make rerun CHAPTER=05_utility SET=\"n_buckets=4\" [RUN=mine] [LIVE=1]"; exit 2; }
+	$(PY) -m skillbook.book rerun $(CHAPTER) --from $(PROFILE) --into $(or $(RUN),mine) \
+		$(foreach s,$(SET),--set $(s)) $(if $(LIVE),--live)
 
 book: chapters html
 

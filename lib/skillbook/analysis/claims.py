@@ -120,7 +120,8 @@ def _mde_text(mde: float, n) -> str:
 
 def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
     """One row per claim: claim, role (primary / secondary), paper, n, n_clusters, estimate, ci_low, ci_high,
-    p, p_holm, mde, verdict, note.
+    p, p_holm, mde, expected_sign, verdict, note, test (the result's `test`, e.g. "exact McNemar"; "" when
+    the result does not name one).
 
     p_holm is Holm's adjustment across the secondary claims that have a p (NaN for primary claims, which
     are decided on their own p). The verdict rule is in the module docstring. The MDE is the result's
@@ -136,9 +137,10 @@ def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -
                      "n": _get(r, _N_KEYS, np.nan), "n_clusters": r.get("n_clusters", np.nan),
                      "estimate": _num(_get(r, _ESTIMATE_KEYS)), "ci_low": lo, "ci_high": hi,
                      "p": _num(_get(r, _P_KEYS)), "mde": mde, "expected_sign": c.expected_sign, "note": c.note,
+                     "test": r["test"] if isinstance(r.get("test"), str) else "",
                      "tested": any(k in r for k in _P_KEYS)})
     t = pd.DataFrame(rows, columns=["claim", "role", "paper", "n", "n_clusters", "estimate", "ci_low", "ci_high",
-                                    "p", "mde", "expected_sign", "note", "tested"])
+                                    "p", "mde", "expected_sign", "note", "test", "tested"])
     secondary = (t["role"] == "secondary").to_numpy()
     t["p_holm"] = np.nan
     if secondary.any():
@@ -156,7 +158,7 @@ def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -
             verdicts.append(_mde_text(row["mde"], row["n"]))
     t["verdict"] = verdicts
     return t[["claim", "role", "paper", "n", "n_clusters", "estimate", "ci_low", "ci_high", "p", "p_holm", "mde",
-              "expected_sign", "verdict", "note"]]
+              "expected_sign", "verdict", "note", "test"]]
 
 
 def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """Executing the chapters and building the book; the `Lab` every chapter opens and closes.
 
     python -m skillbook.book execute --profile workshop [--chapters 00_laboratory,...]
-    python -m skillbook.book build   --profile workshop
+    python -m skillbook.book build   --profile workshop [--overlay mine]
+    python -m skillbook.book rerun   05_utility --from workshop --into mine --set n_buckets=4 [--live]
     python -m skillbook.book assets          # MathJax + ipywidgets runtime served from local files
 
 A profile is a papermill parameter file (profiles/<name>.yml). Each chapter executes from
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import yaml
 from ..io import atomic_write_text
 from ..profiles import ProfileError, load_profile, profiles, project_root  # noqa: F401 (re-exported)
 from .lab import Lab  # noqa: F401 (chapters import it from here)
+from .reading import prepare_for_reading
 
 CANONICAL_PROFILE = "workshop"  # the profile _toc.yml points at
 
@@ -101,7 +104,9 @@ def check_parameters(chapter: str, params: dict, defaults: dict, where: str = ""
 def normalize_notebook(notebook: Path, root: Path) -> None:
     """What makes two executions of the same records differ, taken out of an executed notebook: papermill's
     clock (start and end times, durations), the kernel's timestamps, random widget ids (renumbered in
-    order of appearance), and absolute paths (named from the project root)."""
+    order of appearance), and absolute paths (named from the project root). Then the copy is prepared for
+    reading (`reading.prepare_for_reading`: one parameters cell, setup code folded, one line per progress
+    bar, an anchor on the claims cell)."""
     import re
 
     import nbformat
@@ -117,6 +122,7 @@ def normalize_notebook(notebook: Path, root: Path) -> None:
         cell.metadata.pop("execution", None)
         for key in ("start_time", "end_time", "duration"):
             cell.metadata.get("papermill", {}).pop(key, None)
+    prepare_for_reading(nb, notebook.stem)
     text = nbformat.writes(nb)
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     found = re.findall(r'"model_id": "([0-9a-f]{32})"', text) + list(state)   # ipywidgets ids: uuid4().hex
@@ -129,11 +135,12 @@ def normalize_notebook(notebook: Path, root: Path) -> None:
     atomic_write_text(notebook, text)
 
 
-def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None, *,
-            output_root: Path | None = None, extra_params: dict | None = None, root: Path | None = None) -> list[Path]:
-    """Execute chapters with papermill under a profile; returns the executed notebooks' paths."""
-    import papermill as pm
-
+def execution_plan(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None, *,
+                   output_root: Path | None = None, extra_params: dict | None = None,
+                   root: Path | None = None) -> list[tuple[str, Path, dict]]:
+    """(chapter, source notebook, parameters) for each chapter, exactly as `execute` runs them: the
+    profile's top-level keys that the chapter declares, its `chapters:` overrides, then `extra_params`.
+    Every parameter of every chapter is checked here, before anything runs."""
     root = root or project_root()
     params = load_profile(profile, root)
     known = toc_chapters(root)
@@ -141,7 +148,6 @@ def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None,
     unknown = [c for c in chapters if c not in known]
     if unknown:
         raise ProfileError(f"unknown chapter(s) {unknown}; chapters in _toc.yml: {', '.join(known)}")
-    out_dir = output_root or (root / "runs" / profile)
     scoped_all = params.get("chapters") or {}
     bad = sorted(set(scoped_all) - set(known))
     if bad:
@@ -163,17 +169,35 @@ def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None,
         check_parameters(name, mine, defaults)
         p = {**common, **scoped, **mine, "profile": profile}
         if output_root is not None:
-            p["runs_root"] = str(output_root)
+            out = Path(output_root).resolve()
+            # the kernel runs in chapters/: a folder inside the project is named relative to it, so that
+            # no machine's path appears in an executed notebook
+            p["runs_root"] = (os.path.relpath(out, root / "chapters") if out.is_relative_to(root.resolve())
+                              else str(out))
         plans.append((name, source, {k: v for k, v in p.items() if k in defaults}))
+    return plans
+
+
+def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None, *,
+            output_root: Path | None = None, extra_params: dict | None = None, root: Path | None = None) -> list[Path]:
+    """Execute chapters with papermill under a profile; returns the executed notebooks' paths."""
+    import papermill as pm
+
+    root = root or project_root()
+    plans = execution_plan(profile, chapters, output_root=output_root, extra_params=extra_params, root=root)
+    out_dir = output_root or (root / "runs" / profile)
     out_dir.mkdir(parents=True, exist_ok=True)
     done = []
     for name, source, p in plans:
         target = out_dir / f"{name}.ipynb"
         t0 = time.time()
         print(f"[skillbook] executing {name} (profile {profile}) -> {target}", flush=True)
-        pm.execute_notebook(str(source), str(target), parameters=p, kernel_name="python3",
-                            cwd=str(root / "chapters"), progress_bar=False, log_output=False)
-        normalize_notebook(target, root)
+        try:
+            pm.execute_notebook(str(source), str(target), parameters=p, kernel_name="python3",
+                                cwd=str(root / "chapters"), progress_bar=False, log_output=False)
+        finally:   # a failed execution is read too (where it stopped): normalise it as well
+            if target.exists():
+                normalize_notebook(target, root)
         print(f"[skillbook] {name}: {time.time() - t0:.0f} s", flush=True)
         done.append(target)
     return done
@@ -190,6 +214,7 @@ def assets(root: Path | None = None) -> Path:
     out = root / ASSETS_DIR
     stamp = out / ".complete"
     if stamp.exists() and stamp.read_text() == json.dumps(NPM_PACKAGES):
+        _own_static(out)
         return out
     if shutil.which("npm") is None:
         raise RuntimeError("building the book needs npm (Node.js) once, to fetch MathJax and the ipywidgets "
@@ -207,16 +232,28 @@ def assets(root: Path | None = None) -> Path:
     shutil.copytree(nm / "@jupyter-widgets" / "html-manager" / "dist", out / "html-manager",
                     ignore=shutil.ignore_patterns("*.map"))
     stamp.write_text(json.dumps(NPM_PACKAGES))
+    _own_static(out)
     return out
 
 
-def build(profile: str = CANONICAL_PROFILE, output: Path | None = None, root: Path | None = None) -> Path:
-    """`jupyter-book build -W -n --keep-going` over the executed notebooks of a profile."""
+def _own_static(out: Path) -> None:
+    """The book's own static files (lib/skillbook/book/static/: its CSS), refreshed at every build."""
+    for path in (Path(__file__).parent / "static").iterdir():
+        if path.is_file():
+            shutil.copyfile(path, out / path.name)
+
+
+def build(profile: str = CANONICAL_PROFILE, output: Path | None = None, root: Path | None = None,
+          overlay: str | None = None) -> Path:
+    """`jupyter-book build -W -n --keep-going` over the executed notebooks of a profile; with `overlay`,
+    the chapters executed in runs/<overlay>/ (by `rerun`) replace the profile's (`rerun.stage_overlay`)."""
+    from .rerun import stage_overlay
     root = root or project_root()
     load_profile(profile, root)
     assets(root)
-    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", "-W", "-n", "--keep-going", str(root)]
-    if profile != CANONICAL_PROFILE:
+    book = stage_overlay(profile, overlay, root) if overlay else root
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", "-W", "-n", "--keep-going", str(book)]
+    if profile != CANONICAL_PROFILE and not overlay:
         toc = (root / "_toc.yml").read_text().replace(f"runs/{CANONICAL_PROFILE}/", f"runs/{profile}/")
         gen = root / "_build" / f"_toc.{profile}.yml"
         gen.parent.mkdir(parents=True, exist_ok=True)
@@ -224,11 +261,12 @@ def build(profile: str = CANONICAL_PROFILE, output: Path | None = None, root: Pa
         cmd += ["--toc", str(gen)]
     if output is not None:
         cmd += ["--path-output", str(output)]
-    subprocess.run(cmd, check=True, cwd=root)
-    return (output or root) / "_build" / "html"
+    subprocess.run(cmd, check=True, cwd=book)
+    return (output or book) / "_build" / "html"
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .rerun import ReplayNeedsModel, parse_sets, rerun
     ap = argparse.ArgumentParser(prog="python -m skillbook.book", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -237,16 +275,28 @@ def main(argv: list[str] | None = None) -> None:
     ex.add_argument("--chapters", default="", help="comma-separated chapter names (default: all in _toc.yml)")
     bd = sub.add_parser("build", help="render the executed notebooks with jupyter-book (-W -n)")
     bd.add_argument("--profile", default=CANONICAL_PROFILE)
+    bd.add_argument("--overlay", default=None, help="a runs/<name>/ folder made by `rerun`: its chapters replace "
+                                                    "the profile's in the book")
+    rr = sub.add_parser("rerun", help="re-execute one chapter with changed parameters into runs/<into>/")
+    rr.add_argument("chapter")
+    rr.add_argument("--from", dest="source", default=CANONICAL_PROFILE, help="the profile it starts from")
+    rr.add_argument("--into", default="mine", help="the run folder runs/<into>/ (never a profile's)")
+    rr.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                    help="a changed parameter (repeatable); the value is read as YAML (4, 0.5, true, text)")
+    rr.add_argument("--live", action="store_true", help="allow live model time when the replay needs it")
     sub.add_parser("assets", help="fetch MathJax and the ipywidgets runtime into book_assets/")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "execute":
             execute(args.profile, [c for c in args.chapters.split(",") if c] or None)
         elif args.cmd == "build":
-            print(f"[skillbook] book: {build(args.profile) / 'index.html'}")
+            print(f"[skillbook] book: {build(args.profile, overlay=args.overlay) / 'index.html'}")
+        elif args.cmd == "rerun":
+            rerun(args.chapter, args.source, args.into, parse_sets(args.sets), live=args.live)
         else:
             print(assets())
     except ProfileError as e:
         sys.exit(f"error: {e}")
-
-
+    except ReplayNeedsModel as e:
+        print(f"[skillbook] {e}", file=sys.stderr)
+        sys.exit(3)

@@ -4,12 +4,33 @@ from __future__ import annotations
 import os
 import platform
 import time
+from html import escape
 from pathlib import Path
+
+import pandas as pd
 
 import skillbook
 
 from ..envs import make_env
-from ..io import atomic_write_json
+from ..io import atomic_write_json, atomic_write_text
+
+
+class FoldedTable(pd.DataFrame):
+    """A DataFrame shown on a page as one summary line that unfolds into the table (<details>)."""
+
+    _metadata = ["summary"]
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame          # anything derived from it is a plain frame
+
+    def fold(self, summary: str) -> "FoldedTable":
+        self.summary = summary
+        return self
+
+    def _repr_html_(self):
+        return (f"<details class=\"skillbook-folded\"><summary>{escape(getattr(self, 'summary', ''))}"
+                f"</summary>{super()._repr_html_()}</details>")
 
 
 class Lab:
@@ -18,7 +39,8 @@ class Lab:
     `root` is the profile's folder of records (`runs/<profile>`, or `runs_root` when a chapter is
     re-executed elsewhere); `run_dir` is this chapter's folder in it. `finish()` appends the response
     cache's new entries to its text form (responses/NNNNNN.jsonl.gz) beside the records and returns the table every executed chapter ends with.
-    A replay (every answer from the cache, no episode run) writes nothing.
+    A replay (every answer from the cache, no episode run) writes nothing but, the first time, the
+    chapter's claims record (`claims`), which is rewritten only when its content changes.
     """
 
     def __init__(self, chapter: str, profile: str = "workshop", backend: str | None = None,
@@ -52,7 +74,6 @@ class Lab:
     def finish(self):
         """Save new cache entries and the run summary (only when this execution called the model live);
         return the closing table: backend, model identity, calls, cache hits, tokens."""
-        import pandas as pd
         for env in self._envs:
             env.close()
         self.cache.save()
@@ -60,4 +81,27 @@ class Lab:
         if s["live_calls"]:
             atomic_write_json(self.run_dir / f"summary-{self.chapter}.json", s, indent=1)
         shown = {k: v for k, v in s.items() if k not in ("wall_seconds", "live_seconds", "python", "machine")}
-        return pd.DataFrame({"value": pd.Series(shown, dtype=object)})
+        line = (f"{s['backend']}: {s['calls']} model calls, {s['cache_hits']} answered from the response cache, "
+                f"{s['live_calls']} live; {s['prompt_tokens']:,} prompt and {s['completion_tokens']:,} output tokens")
+        return FoldedTable({"value": pd.Series(shown, dtype=object)}).fold(line)
+
+    def claims(self, table, *, interim: bool = False):
+        """Record the chapter's claims table (runs/<profile>/<chapter>/claims.json, read by the closing
+        chapter) and return it rendered for the page (`render_claims`). `table` is a `claims_table` frame
+        or the list of claims; `interim`: the verdicts are not final (a study still running).
+        The file is rewritten only when its content changes, so a replay leaves it untouched."""
+        import json
+
+        from ..analysis import claims_table, render_claims
+        from .reading import claims_anchor
+        if not isinstance(table, pd.DataFrame):
+            table = claims_table(table)
+        rows = json.loads(table.to_json(orient="records", double_precision=6))   # NaN -> null
+        record = {"chapter": self.chapter, "interim": bool(interim), "anchor": claims_anchor(self.chapter),
+                  "claims": rows}
+        path = self.root / self.chapter / "claims.json"
+        text = json.dumps(record, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text)
+        return render_claims(table)

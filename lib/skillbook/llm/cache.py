@@ -57,6 +57,12 @@ class CacheError(RuntimeError):
     """The response cache cannot be used; the run must stop (this is not one episode's failure)."""
 
 
+class ReplayMiss(CacheError):
+    """SKILLBOOK_REPLAY_ONLY is set and a request is not in the response cache. It stops the run like a
+    broken cache — never recorded as an episode's outcome — so a replay that would need the model leaves
+    no record it would not have left with the model (`python -m skillbook.book rerun` relies on it)."""
+
+
 class CacheCorruptError(CacheError):
     """The SQLite file is damaged. `ResponseCache.for_run` rebuilds it from the run's exports."""
 

@@ -138,8 +138,9 @@ class LLM:
             self.stats.add(c, time.perf_counter() - t0)
             return c
         if os.environ.get("SKILLBOOK_REPLAY_ONLY"):
-            raise LLMError(f"{self.backend}: SKILLBOOK_REPLAY_ONLY is set and this request is not in the response "
-                           "cache (a replay that would need the model)", retryable=False)
+            from .cache import ReplayMiss
+            raise ReplayMiss(f"{self.backend}: SKILLBOOK_REPLAY_ONLY is set and this request is not in the "
+                             "response cache (a replay that would need the model)")
         if self._in_flight is not None:
             with self._in_flight:
                 # another thread may have asked the same request while this one waited

@@ -1,0 +1,118 @@
+"""The closing chapter's table: every claim of the four papers, read from the chapters' own records.
+
+Each chapter that tests claims records its claims table with `lab.claims(table)` in
+`<runs root>/<chapter>/claims.json`; `collect_claims` reads those records (nothing is retyped) and
+`findings_html` renders them as one table that links every row to the cell that measured it (the
+anchor `reading.anchor_claims` puts before that cell in the executed chapter).
+"""
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from ..analysis import render_claims
+
+PAPERS = {   # bibliography key → the paper's short name (references.bib holds the rest)
+    "breakdown": "Break it down, pass it on",
+    "assay": "Assay",
+    "skillrl": "SkillRL",
+    "skillc": "SKILLC",
+}
+CHAPTER_PAPER = {"01_agents": "breakdown", "02_induction": "breakdown", "03_retrieval": "breakdown",
+                 "04_transfer": "breakdown", "05_utility": "breakdown", "06_assay": "assay",
+                 "07_skillrl": "skillrl", "08_credit": "skillc", "09_study": "breakdown"}
+INTERIM = "(interim: no verdict before n is reached)"
+NUMERIC = ["n", "n_clusters", "estimate", "ci_low", "ci_high", "p", "p_holm", "mde", "expected_sign"]
+
+
+def chapter_titles(chapters_dir: Path) -> dict[str, str]:
+    """chapter name → the title of its source notebook (its first '# ' heading)."""
+    import nbformat
+    out = {}
+    for path in sorted(Path(chapters_dir).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        heads = [line[2:].strip() for c in nb.cells if c.cell_type == "markdown"
+                 for line in c.source.splitlines() if line.startswith("# ")]
+        out[path.stem] = heads[0] if heads else path.stem
+    return out
+
+
+def collect_claims(chapters: list[str], roots: list[Path]) -> tuple[pd.DataFrame, list[str]]:
+    """Every recorded claim of `chapters` (the first of `roots` that has `<chapter>/claims.json`), in
+    chapter order, and the chapters with no record. Columns: those of `claims_table`, plus chapter,
+    paper (the bibliography key), anchor, interim."""
+    frames, missing = [], []
+    for chapter in chapters:
+        path = next((Path(r) / chapter / "claims.json" for r in roots
+                     if (Path(r) / chapter / "claims.json").exists()), None)
+        if path is None:
+            missing.append(chapter)
+            continue
+        record = json.loads(path.read_text())
+        t = pd.DataFrame(record["claims"])
+        if t.empty:
+            continue
+        for col in NUMERIC:
+            t[col] = pd.to_numeric(t[col], errors="coerce")
+        t["note"] = t["note"].fillna("")
+        t["test"] = t.get("test", pd.Series("", index=t.index)).fillna("")
+        t.insert(0, "chapter", chapter)
+        t.insert(1, "key", CHAPTER_PAPER.get(chapter, ""))
+        t["anchor"], t["interim"] = record["anchor"], bool(record.get("interim"))
+        frames.append(t)
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), missing
+
+
+def findings_frame(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims as strings: paper, chapter, claim, role, the paper's number, this book's measurement
+    [95% CI], test, p, verdict; interim verdicts are labelled so."""
+    if claims.empty:
+        return pd.DataFrame()
+    shown = render_claims(claims)
+    test = [t if t else ("—" if p == "—" else "as recorded") for t, p in zip(claims["test"], shown["p"])]
+    test = [t + ("; Holm" if role == "secondary" and p != "—" else "")
+            for t, role, p in zip(test, claims["role"], shown["p"])]
+    p = [hp if role == "secondary" and hp != "—" else p0
+         for p0, hp, role in zip(shown["p"], shown["p (Holm)"], claims["role"])]
+    verdict = [INTERIM if interim else v for v, interim in zip(shown["verdict"], claims["interim"])]
+    return pd.DataFrame({"paper": [PAPERS.get(k, k) for k in claims["key"]], "chapter": claims["chapter"],
+                         "claim": shown["claim"], "role": shown["role"], "paper reports": shown["paper"],
+                         "this book [95% CI]": shown["measured [95% CI]"], "n": shown["n"], "test": test,
+                         "p": p, "verdict": verdict, "note": shown["note"]})
+
+
+def findings_html(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
+    """One HTML table, a header row per paper; the chapter column links to the cell that measured the
+    claim."""
+    frame = findings_frame(claims)
+    if frame.empty:
+        return "<p>No chapter has recorded a claims table yet.</p>"
+    titles = titles or {}
+    shown = [c for c in frame.columns if c != "paper"]
+    rows, paper = [], None
+    for (_, r), anchor in zip(frame.iterrows(), claims["anchor"]):
+        if r["paper"] != paper:
+            paper = r["paper"]
+            rows.append(f'<tr class="skillbook-paper"><th colspan="{len(shown)}">{escape(paper)}</th></tr>')
+        cells = [escape(str(r[c])) for c in shown]
+        name = titles.get(r["chapter"], r["chapter"])
+        cells[0] = f'<a href="{escape(r["chapter"])}.html#{escape(anchor)}">{escape(name)}</a>'
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{escape(c)}</th>" for c in shown)
+    return (f'<table class="dataframe skillbook-findings"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def tally(claims: pd.DataFrame) -> pd.DataFrame:
+    """Claims per paper and verdict kind (supported, contradicted, not resolved, not tested, interim)."""
+    if claims.empty:
+        return pd.DataFrame()
+    kind = claims["verdict"].str.replace(r" \(.*\)$", "", regex=True).where(~claims["interim"], "interim")
+    out = (pd.DataFrame({"paper": [PAPERS.get(k, k) for k in claims["key"]], "verdict": kind})
+           .groupby(["paper", "verdict"]).size().unstack(fill_value=0))
+    order = [p for p in PAPERS.values() if p in out.index]
+    cols = [c for c in ("supported", "contradicted", "not resolved", "not tested", "interim") if c in out]
+    return out.loc[order, cols]

@@ -1,0 +1,203 @@
+"""The executed copy as a reader meets it: one parameters cell, setup folded, one line per progress bar,
+the claims cell anchored and recorded, the closing chapter's table; chapter sources within 88 columns."""
+import json
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from skillbook.analysis import Claim, claims_table, paired_difference
+from skillbook.book import normalize_notebook, project_root
+from skillbook.book.findings import INTERIM, collect_claims, findings_frame, findings_html, tally
+from skillbook.book.lab import FoldedTable, Lab
+from skillbook.book.reading import (claims_anchor, collapse_progress, prepare_for_reading)
+
+ROOT = project_root()
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+STATE = "application/vnd.jupyter.widget-state+json"
+
+PARAMS = '''backend = "embedded:qwen2.5-coder-1.5b"   # the model
+n_tasks = 3                    # tasks per task type
+twx_params = {"twc": {"numLocations": 1,
+                      "includeDoors": 0}}
+profile = "workshop"
+runs_root = None'''
+INJECTED = '''# Parameters
+backend = "embedded:qwen2.5-coder-0.5b"
+n_tasks = 1
+twx_params = {"twc": {"numLocations": 1, "includeDoors": 0}}
+profile = "smoke"
+runs_root = "../runs/mine"
+'''
+
+
+def chapter_like(*extra):
+    cells = [new_markdown_cell("# A chapter"),
+             new_code_cell(PARAMS, metadata={"tags": ["parameters"]}),
+             new_code_cell(INJECTED, metadata={"tags": ["injected-parameters"]}),
+             new_code_cell("import pandas as pd\nfrom skillbook.book import Lab\n\nlab = Lab('x', profile=profile)"),
+             *extra,
+             new_code_cell("lab.finish()")]
+    for i, c in enumerate(cells):
+        c["id"] = f"cell-{i}"
+    return new_notebook(cells=cells)
+
+
+def test_one_parameters_cell_with_this_runs_values_and_the_source_comments():
+    nb = chapter_like()
+    prepare_for_reading(nb)
+    source, injected = nb.cells[1], nb.cells[2]
+    assert "remove-cell" in injected.metadata.tags        # papermill's copy is not shown ...
+    assert "hide-input" in source.metadata.tags           # ... the merged cell is, folded
+    ns = {}
+    exec(source.source, ns)                               # the merged cell computes the injected values
+    assert (ns["backend"], ns["n_tasks"], ns["profile"], ns["runs_root"]) == \
+        ("embedded:qwen2.5-coder-0.5b", 1, "smoke", "../runs/mine")
+    assert ns["twx_params"] == {"twc": {"numLocations": 1, "includeDoors": 0}}
+    assert "# the model" in source.source and "# tasks per task type" in source.source
+    assert "backend, n_tasks, profile, runs_root" in source.source.splitlines()[0]   # what papermill changed
+    text = source.source
+    prepare_for_reading(nb)                                # normalising again changes nothing
+    assert nb.cells[1].source == text
+
+
+def test_setup_code_is_folded_and_its_outputs_stay():
+    nb = chapter_like(new_code_cell("x = 1"))
+    prepare_for_reading(nb)
+    setup = next(c for c in nb.cells if "Lab(" in c.source)
+    assert "hide-input" in setup.metadata.tags
+    assert "hide-input" not in next(c for c in nb.cells if c.source == "x = 1").metadata.get("tags", [])
+
+
+def real_progress_bar_state(desc="credit", total=3, done=3):
+    """A tqdm bar drawn with ipywidgets, as a kernel records it: (its model id, the widget state)."""
+    import ipywidgets as widgets
+    from tqdm.notebook import tqdm
+    widgets.Widget.close_all()
+    bar = tqdm(total=total, desc=desc, display=False)
+    bar.update(done)
+    bar.close()
+    return bar.container.model_id
+
+
+def text_progress_bar(desc, total):
+    """What tqdm writes to a stream (no widgets): carriage-return updates of one line."""
+    import io
+
+    from tqdm import tqdm
+    out = io.StringIO()
+    with tqdm(total=total, desc=desc, file=out, mininterval=0) as bar:
+        for _ in range(total):
+            bar.update(1)
+    assert "\r" in out.getvalue()
+    return out.getvalue()
+
+
+def test_a_progress_bar_becomes_one_line_and_its_widgets_go_but_an_explorer_stays():
+    import ipywidgets as widgets
+    bar_id = real_progress_bar_state()
+    pick, stack = widgets.Dropdown(options=[("a", 0), ("b", 1)]), widgets.Stack([widgets.HTML("A"),
+                                                                                 widgets.HTML("B")])
+    box = widgets.VBox([pick, stack])
+    link = widgets.jslink((pick, "index"), (stack, "selected_index"))   # displayed nowhere, still needed
+    state = widgets.Widget.get_manager_state(drop_defaults=False)
+    explorer = {m.model_id for m in (pick, stack, box, link, *stack.children)}
+    view = lambda i: new_output("display_data", {WIDGET_VIEW: {"model_id": i, "version_major": 2,  # noqa: E731
+                                                               "version_minor": 0}, "text/plain": "…"})
+    cell = new_code_cell("run()")
+    cell.outputs = [new_output("stream", name="stdout", text="start\n"), view(bar_id),
+                    new_output("stream", name="stderr", text=text_progress_bar("gold paths", 2)),
+                    view(box.model_id)]
+    nb = new_notebook(cells=[cell], metadata={"widgets": {STATE: state}})
+    collapse_progress(nb)
+    outs = nb.cells[0].outputs
+    assert outs[0].text == "start\ncredit: 100% 3/3\n"                  # no clock: the same every execution
+    assert outs[1].text == "gold paths: 100% 2/2\n"                    # the last update of a text bar
+    assert outs[2].data[WIDGET_VIEW]["model_id"] == box.model_id
+    left = nb.metadata.widgets[STATE]["state"]
+    assert explorer <= set(left)                                       # the explorer and its link stay
+    names = [v["model_name"] for v in left.values()]
+    assert "FloatProgressModel" not in names and "HBoxModel" not in names
+    widgets.Widget.close_all()
+
+
+def test_the_claims_cell_is_anchored_and_recorded(tmp_path, monkeypatch):
+    cell = new_code_cell("display(lab.claims(table))")
+    nb = chapter_like(cell)
+    prepare_for_reading(nb, "04_transfer")
+    i = next(i for i, c in enumerate(nb.cells) if "lab.claims(" in c.source)
+    assert nb.cells[i - 1].source == "(claims-04-transfer)=" and nb.cells[i - 1].id == "claims-04-transfer"
+    prepare_for_reading(nb, "04_transfer")
+    assert sum(c.source == "(claims-04-transfer)=" for c in nb.cells) == 1
+
+    lab = Lab.__new__(Lab)                  # the recording half of a Lab: no model, no environment
+    lab.root, lab.chapter = tmp_path, "04_transfer"
+    shown = lab.claims([claim("memory helps", True, [1] * 9, [0] * 9)])
+    record = json.loads((tmp_path / "04_transfer" / "claims.json").read_text())
+    assert record["anchor"] == claims_anchor("04_transfer") and record["interim"] is False
+    row, = record["claims"]
+    assert row["claim"] == "memory helps" and row["test"] == "exact McNemar" and row["verdict"] == "supported"
+    assert shown.verdict.tolist() == ["supported"]                     # what the page shows
+    before = (tmp_path / "04_transfer" / "claims.json").stat().st_mtime_ns
+    lab.claims([claim("memory helps", True, [1] * 9, [0] * 9)])        # a replay: the same record, untouched
+    assert (tmp_path / "04_transfer" / "claims.json").stat().st_mtime_ns == before
+
+
+def test_the_closing_table_of_a_chapter_is_one_line_that_unfolds():
+    t = FoldedTable({"value": [1, 2]}).fold("fake:model: 3 model calls, 3 answered from the response cache")
+    html = t._repr_html_()
+    assert html.startswith('<details class="skillbook-folded"><summary>fake:model: 3 model calls')
+    assert "<table" in html and html.endswith("</details>")
+    assert type(t.head(1)) is not FoldedTable                      # derived frames are plain
+
+
+def claim(name, primary, a, b, paper="+1.9 pp"):
+    import pandas as pd
+    df = pd.DataFrame({"task_id": list(range(len(a))) * 2, "condition": ["a"] * len(a) + ["b"] * len(b),
+                       "success": a + b})
+    return Claim(name, paper, +1, primary,
+                 paired_difference(df, "condition", "b", "a", "success"))
+
+
+def test_the_findings_table_is_built_from_the_recorded_claims(tmp_path):
+    for chapter, interim in (("04_transfer", False), ("09_study", True)):
+        lab = Lab.__new__(Lab)
+        lab.root, lab.chapter = tmp_path / ("study" if chapter == "09_study" else "workshop"), chapter
+        lab.claims(claims_table([claim("p1", True, [1] * 9, [0] * 9),
+                                 claim("s1", False, [1, 0] * 3, [0, 1] * 3, paper="−4.1 pp")]),
+                   interim=interim)
+    found, missing = collect_claims(["04_transfer", "06_assay", "09_study"],
+                                    [tmp_path / "workshop", tmp_path / "study"])
+    assert missing == ["06_assay"]
+    assert found.chapter.tolist() == ["04_transfer"] * 2 + ["09_study"] * 2
+    frame = findings_frame(found)
+    assert frame.columns.tolist() == ["paper", "chapter", "claim", "role", "paper reports", "this book [95% CI]",
+                                      "n", "test", "p", "verdict", "note"]
+    first = frame.iloc[0]
+    assert (first.paper, first["paper reports"], first.test, first.verdict) == \
+        ("Break it down, pass it on", "+1.9 pp", "exact McNemar", "supported")
+    assert frame.iloc[1].test == "exact McNemar; Holm"                 # a secondary claim's p is Holm's
+    assert frame.verdict.iloc[2:].tolist() == [INTERIM, INTERIM]
+    html = findings_html(found, {"04_transfer": "Transfer"})
+    assert '<a href="04_transfer.html#claims-04-transfer">Transfer</a>' in html
+    assert '<a href="09_study.html#claims-09-study">09_study</a>' in html
+    counts = tally(found)
+    assert counts.loc["Break it down, pass it on", "interim"] == 2
+    assert counts.loc["Break it down, pass it on", "supported"] == 1
+
+
+def test_normalising_twice_gives_the_same_file(tmp_path):
+    path = tmp_path / "04_transfer.ipynb"
+    nbformat.write(chapter_like(new_code_cell("display(lab.claims(t))")), path)
+    normalize_notebook(path, tmp_path)
+    once = path.read_text()
+    normalize_notebook(path, tmp_path)
+    assert path.read_text() == once
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_chapter_code_lines_fit_in_88_columns(path):
+    nb = nbformat.read(path, as_version=4)
+    long = [(i, line) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for line in c.source.splitlines() if len(line) > 88]
+    assert not long, f"{path.name}: code lines over 88 characters are cut off on the page: {long[:3]}"
