@@ -17,7 +17,8 @@ from skillbook.papers.skillrl.pipeline import (StaleRecords, Teacher, check_retr
 from skillbook.records import Episode, Step
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = ROOT / "runs" / "workshop" / "07_skillrl"          # read only
+# The first workshop run of chapter 07 (before the routing fix), frozen as test data: the real case.
+COMMITTED = Path(__file__).parent / "data" / "skillrl_workshop"
 TEXTS = json.loads((Path(__file__).parent / "data" / "twx_test_task_texts.json").read_text())
 
 PUBLIC = {  # the public SkillRL layout (memory_data/alfworld/claude_style_skills.json), abridged
