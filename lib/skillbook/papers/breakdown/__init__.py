@@ -9,7 +9,10 @@ skills, retrieval by description, skill utility (specificity × abstractness) an
     pipeline.py   the transfer stream (six conditions and two placebos) and its follow-ups (E.2, E.3,
                   E.4, prompt ablation); every run that retrieved skills, each episode once
     retrieval.py  what each query retrieved, threshold/k sweeps, the query explorer (chapter 03)
-    utility.py    §6.1 specificity, abstractness, utility; success by retrieved utility (chapter 05)
+    utility.py    §6.1 specificity, abstractness, utility; success by retrieved utility (chapter 05);
+                  exact and sampled specificity against thousands of tasks (task sets of growing N)
+    catalogue.py  the whole TextWorldExpress task catalogue as text (instruction + first observation),
+                  cached per user
     density.py    transfer density and reuse per skill identity (E.5)
     study.py      calibration of the study's benchmarks (command line)
 """

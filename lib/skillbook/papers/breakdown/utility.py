@@ -11,6 +11,11 @@ Let c_j = cos(e(skill), e(t_j)) over the N task instructions t_1..t_N (unit-norm
 The three functions take one skill's vector `c` (shape N) and return a float; they also accept a
 matrix of skills (shape n_skills × N) and then return one value per row, so that a whole library is
 scored in one vectorised pass.
+
+Against thousands of tasks (the whole task catalogue, `catalogue.py`) the N × N task matrix is not built:
+`score_vectors` works from unit vectors, with exact specificity from `pair_counts` (a block of tasks at a
+time, memory O(block · N)) and the paper's sampled estimate beside it; `task_sets`, `scaling`,
+`scaling_summary` and `rank_stability` show how the scores and the skills' ranking change with N.
 """
 from __future__ import annotations
 
@@ -51,16 +56,26 @@ def specificity(skill_task_sims, task_task_sims):
     return float(out) if np.ndim(out) == 0 else out
 
 
+def _random_pairs(n: int, n_pairs: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`n_pairs` ordered pairs (i, k), i ≠ k, uniform and independent (drawn with replacement)."""
+    if not isinstance(n_pairs, (int, np.integer)) or n_pairs < 1:
+        raise ValueError(f"n_pairs must be a positive integer, got {n_pairs!r}")
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, n, n_pairs)
+    k = (i + rng.integers(1, n, n_pairs)) % n      # uniform over k ≠ i
+    return i, k
+
+
+def _share_at_or_below(values: np.ndarray, best) -> np.ndarray:
+    """For each best: the share of `values` ≤ it (sort once, binary search)."""
+    return np.searchsorted(np.sort(values), np.atleast_1d(best), side="right") / values.size
+
+
 def specificity_sampled(skill_task_sims, task_task_sims, n_pairs: int = 100_000, seed: int = 0):
     """The same probability estimated on `n_pairs` random ordered pairs (for very large N)."""
     c, t = _check(skill_task_sims, task_task_sims)
-    rng = np.random.default_rng(seed)
-    n = t.shape[0]
-    i = rng.integers(0, n, n_pairs)
-    k = (i + rng.integers(1, n, n_pairs)) % n      # uniform over k ≠ i
-    pairs = t[i, k]
-    best = c.max(axis=-1)
-    out = (pairs[None, :] <= np.atleast_1d(best)[:, None]).mean(axis=1)
+    i, k = _random_pairs(t.shape[0], n_pairs, seed)
+    out = _share_at_or_below(t[i, k], c.max(axis=-1))
     return float(out[0]) if c.ndim == 1 else out
 
 
@@ -105,6 +120,149 @@ def score_library(library, task_texts: list[str], tau: float = TAU, embedder=Non
                          "level": [k.provenance.get("induction_level", "") for k in skills],
                          "description": [k.description for k in skills],
                          "specificity": spec, "abstractness": abst, "utility": spec * abst})
+
+
+# -- thousands of tasks: from unit vectors, without the N × N matrix ------------------------------------
+def pair_counts(task_vectors, thresholds, block: int = 512) -> np.ndarray:
+    """For each threshold b: the number of ordered task pairs i ≠ k with cos(t_i, t_k) ≤ b, exactly.
+
+    The N × N matrix is never held: `block` rows at a time are compared with the tasks after them (the
+    upper triangle; a cosine is symmetric, so each unordered pair counts twice) and their cosines binned
+    between the sorted thresholds. Memory O(block · N) — about 150 MB at N = 24,000 with block = 512, where
+    the N(N−1) sorted pair cosines of `specificity` would take 4.6 GB and the float64 matrix as much again.
+    """
+    v = np.ascontiguousarray(task_vectors, dtype=np.float32)
+    n = v.shape[0]
+    th = np.atleast_1d(np.asarray(thresholds, dtype=np.float32))
+    edges, where = np.unique(th, return_inverse=True)
+    hist = np.zeros(edges.size + 1, dtype=np.int64)
+    for a in range(0, n, block):
+        b = min(n, a + block)
+        s = v[a:b] @ v[a:].T                              # rows a..b-1 against tasks a..n-1
+        s[:, : b - a][np.tril(np.ones((b - a, b - a), dtype=bool))] = np.inf   # k ≤ i: not counted
+        # bin j holds the cosines x with edges[j-1] < x ≤ edges[j]; +inf falls past the last edge
+        hist += np.bincount(np.searchsorted(edges, s.ravel(), side="left"), minlength=edges.size + 1)
+    return 2 * np.cumsum(hist)[: edges.size][where]
+
+
+def specificity_vectors(best, task_vectors, n_pairs: int | None = None, seed: int = 0, block: int = 512):
+    """Specificity from each skill's best cosine `best` (max_j c_j) and the tasks' unit vectors (rows).
+
+    Exact over all N(N−1) ordered pairs (`pair_counts`) when `n_pairs` is None; otherwise the paper's
+    estimate on `n_pairs` random ordered pairs — the same draws as `specificity_sampled`, so for a seed
+    both give the same estimate.
+    """
+    v = np.asarray(task_vectors, dtype=np.float32)
+    n = v.shape[0]
+    if v.ndim != 2 or n < 2:
+        raise ValueError(f"task_vectors must be N × d with N ≥ 2 (specificity compares task pairs), got {v.shape}")
+    best = np.atleast_1d(np.asarray(best, dtype=np.float32))
+    if n_pairs is None:
+        return pair_counts(v, best, block) / (n * (n - 1))
+    i, k = _random_pairs(n, n_pairs, seed)
+    return _share_at_or_below(np.einsum("ij,ij->i", v[i], v[k]), best)
+
+
+def embed_many(texts: list[str], embedder=None, chunk: int = 2_000) -> np.ndarray:
+    """Unit vectors of many texts, `chunk` at a time (the cache looks up at most `chunk` keys per query)."""
+    from ...skills.embeddings import DIM, get_embedder
+    emb = embedder or get_embedder()
+    texts = list(texts)
+    parts = [emb.embed(texts[a:a + chunk]) for a in range(0, len(texts), chunk)]
+    return np.concatenate(parts) if parts else np.zeros((0, DIM), np.float32)
+
+
+def score_vectors(skill_vectors, task_vectors, tau: float = TAU, n_pairs: int | None = None, seed: int = 0,
+                  block: int = 512) -> pd.DataFrame:
+    """specificity (exact), abstractness and utility of skills (rows of unit vectors) against N tasks, in
+    memory O((block + 256) · N) whatever N; with `n_pairs` also `specificity_sampled` on that many random
+    pairs. `exact_s` and `sampled_s` (in `attrs`) are the seconds each specificity took."""
+    import time
+    s = np.asarray(skill_vectors, dtype=np.float32)
+    t = np.asarray(task_vectors, dtype=np.float32)
+    best, abst = np.empty(len(s), np.float32), np.empty(len(s))
+    for a in range(0, len(s), 256):
+        c = s[a:a + 256] @ t.T
+        best[a:a + 256] = c.max(axis=1)
+        abst[a:a + 256] = np.atleast_1d(abstractness(c.astype(np.float64), tau))
+    t0 = time.perf_counter()
+    spec = specificity_vectors(best, t, None, block=block) if len(s) else np.zeros(0)
+    out = pd.DataFrame({"specificity": spec, "abstractness": abst, "utility": spec * abst})
+    out.attrs["exact_s"] = time.perf_counter() - t0
+    if n_pairs is not None:
+        t0 = time.perf_counter()
+        out["specificity_sampled"] = specificity_vectors(best, t, n_pairs, seed) if len(s) else np.zeros(0)
+        out.attrs["sampled_s"] = time.perf_counter() - t0
+    return out
+
+
+def task_sets(stream: list[str], catalogue: list[str], sizes=(500, 2_000), seed: int = 0) -> dict[str, list[str]]:
+    """The task sets of growing N that a library is scored against: 'stream' (the texts given), random
+    samples of the catalogue ('random N', without replacement, seeded) of the stream's size and of each
+    size in `sizes` below the catalogue's, and the whole 'catalogue'. A sample of the stream's size tells
+    what changes with N from what changes with the kind of task."""
+    rng = np.random.default_rng(seed)
+    out = {"stream": list(stream)}
+    for n in sorted({len(stream), *sizes}):
+        if 2 <= n < len(catalogue):
+            out[f"random {n}"] = [catalogue[j] for j in np.sort(rng.choice(len(catalogue), n, replace=False))]
+    out["catalogue"] = list(catalogue)
+    return out
+
+
+def scaling(skills: pd.DataFrame, sets: dict[str, list[str]], tau: float = TAU, n_pairs: int = 10_000,
+            seed: int = 0, embedder=None) -> pd.DataFrame:
+    """Every skill (rows of `skills`: condition, skill_id, description) scored against each task set:
+    one row per (task set, skill) with n_tasks, specificity (exact), specificity_sampled (`n_pairs`
+    random ordered pairs), abstractness, utility, and the seconds the two specificities took per set."""
+    skill_vecs = embed_many(skills["description"].tolist(), embedder)
+    rows = []
+    for name, texts in sets.items():
+        r = score_vectors(skill_vecs, embed_many(texts, embedder), tau, n_pairs, seed)
+        rows.append(r.assign(task_set=name, n_tasks=len(texts), condition=skills["condition"].to_numpy(),
+                             skill_id=skills["skill_id"].to_numpy(), exact_s=r.attrs["exact_s"],
+                             sampled_s=r.attrs.get("sampled_s", np.nan)))
+    cols = ["task_set", "n_tasks", "condition", "skill_id", "specificity", "specificity_sampled", "abstractness",
+            "utility", "exact_s", "sampled_s"]
+    return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
+
+
+def _rho(x, y) -> float:
+    from scipy.stats import spearmanr
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    return float(spearmanr(x, y).statistic) if len(x) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
+
+
+def scaling_summary(long: pd.DataFrame, reference: str = "stream") -> pd.DataFrame:
+    """Per task set: N, ordered pairs, seconds of exact and sampled specificity; how the sampled estimate
+    agrees with the exact value across skills (Spearman ρ, mean and largest |difference|); median
+    specificity, abstractness and perplexity (N · abstractness: over how many tasks a skill's relevance
+    is spread); and Spearman ρ of each score with its value against the `reference` set (by skill)."""
+    ref = long[long.task_set == reference].set_index(["condition", "skill_id"])
+    rows = []
+    for name, g in long.groupby("task_set", sort=False):
+        g = g.set_index(["condition", "skill_id"])
+        r = ref.reindex(g.index)
+        diff = (g.specificity_sampled - g.specificity).abs()
+        n = int(g.n_tasks.iloc[0])
+        rows.append({"task_set": name, "n_tasks": n, "pairs": n * (n - 1), "exact_s": g.exact_s.iloc[0],
+                     "sampled_s": g.sampled_s.iloc[0], "rho_sampled_exact": _rho(g.specificity_sampled,
+                                                                                 g.specificity),
+                     "mean_abs_diff": diff.mean(), "max_abs_diff": diff.max(),
+                     "median_specificity": g.specificity.median(), "median_abstractness": g.abstractness.median(),
+                     "median_perplexity": (g.abstractness * n).median(), "median_utility": g.utility.median(),
+                     **{f"rho_{s}_vs_{reference}": _rho(g[s], r[s]) for s in ("specificity", "abstractness",
+                                                                               "utility")}})
+    return pd.DataFrame(rows).set_index("task_set")
+
+
+def rank_stability(long: pd.DataFrame, reference: str = "stream", target: str = "catalogue",
+                   score: str = "utility", seed: int = 0) -> dict:
+    """Spearman's ρ between skills' `score` against two task sets, with its bootstrap interval, MDE and
+    permutation p (`spearman_permutation`): does the ranking of skills survive a change of task set?"""
+    a = long[long.task_set == reference].set_index(["condition", "skill_id"])[score]
+    b = long[long.task_set == target].set_index(["condition", "skill_id"])[score].reindex(a.index)
+    return spearman_permutation(a.to_numpy(), b.to_numpy(), seed=seed)
 
 
 def split_at_median(library, scores: pd.DataFrame):
@@ -265,5 +423,6 @@ def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: 
 
 
 __all__ = ["TAU", "specificity", "specificity_sampled", "abstractness", "utility", "similarity_matrices",
-           "score_library", "split_at_median", "retrieved_scores", "bucket_success", "success_slope",
-           "permutation_difference", "spearman_permutation", "skill_explorer"]
+           "score_library", "pair_counts", "specificity_vectors", "embed_many", "score_vectors", "task_sets",
+           "scaling", "scaling_summary", "rank_stability", "split_at_median", "retrieved_scores", "bucket_success",
+           "success_slope", "permutation_difference", "spearman_permutation", "skill_explorer"]
