@@ -101,3 +101,16 @@ def test_repeating_an_action_that_makes_progress_is_not_stuck(fake_env):
     ep = Agent(FakeModel(), AgentConfig(max_steps=10, loop_patience=2, n_examples=0)).run(
         FakeWorld(), "fake/count/dev/2")      # goal 3: add one ×3, say done
     assert ep.success and [s.action for s in ep.steps] == ["add one"] * 3 + ["say done"]
+
+
+def test_an_invalid_action_is_answered_with_every_valid_action_when_they_are_few(fake_env):
+    """The real case (calibration, twx/coin/dev/0): 'look in the kitchen cupboard' when only 'inventory',
+    'look around' and 'take coin' were possible was answered 'Similar valid actions: look around'."""
+    replies = iter(["look in the drawer", "add one", "say done"])
+    llm = FakeModel(policy=lambda obs: next(replies))
+    ep = Agent(llm, AgentConfig(max_steps=5, n_examples=0)).run(FakeWorld(), "fake/count/dev/0")
+    assert ep.steps[0].observation == ("'look in the drawer' is not a valid action here. "
+                                       "Valid actions: add one, look around, say done.")
+    many = Agent(llm, AgentConfig(max_steps=1, n_examples=0, list_actions_max=2))
+    replies = iter(["look in the drawer"])
+    assert "Similar valid actions:" in many.run(FakeWorld(), "fake/count/dev/0").steps[0].observation

@@ -195,9 +195,13 @@ class Agent:
                                  else parsed.action, valid)
             feedback = None
             if action is None:
-                feedback = (f"'{parsed.action}' is not a valid action here."
-                            + (f" Similar valid actions: {', '.join(suggestions(parsed.action, valid))}."
-                               if parsed.action else " Keep the thought short and end with 'Action: …'."))
+                feedback = f"'{parsed.action}' is not a valid action here." + (
+                    " Keep the thought short and end with 'Action: …'." if not parsed.action else
+                    # When the valid actions are few they are all shown again (the calibration's real case:
+                    # 'look in the kitchen cupboard' with only 'take coin' and 'look around' possible got
+                    # 'Similar valid actions: look around' and looped); else the most similar ones.
+                    f" Valid actions: {', '.join(sorted(valid))}." if len(valid) <= cfg.list_actions_max else
+                    f" Similar valid actions: {', '.join(suggestions(parsed.action, valid))}.")
             elif last is not None and action == last.action and last.observation == last_before:
                 feedback = f"Nothing changed the last time you did '{action}'. Choose a different action."
             if feedback is not None:
