@@ -270,3 +270,14 @@ def test_killed_run_resumes_to_the_same_records(tmp_path):
     full, resumed = _records(tmp_path / "full"), _records(tmp_path / "killed")
     assert len(full) == 5
     assert resumed == full
+
+
+def test_records_of_an_earlier_agent_loop_are_refused(tmp_path, fake_env, monkeypatch):
+    """The real case: the calibration's records were resumed after the loop guard changed (same settings,
+    other behaviour); the loop's revision and prompt files are part of the fingerprint."""
+    from skillbook.agent import loop
+    llm = FakeModel()
+    run(tmp_path, llm, TASKS[:2])
+    monkeypatch.setattr(loop, "AGENT_REVISION", loop.AGENT_REVISION + 1)
+    with pytest.raises(ValueError, match=r"other settings \(agent_code.revision\)"):
+        run(tmp_path, llm, TASKS[:2])

@@ -30,6 +30,14 @@ from .planner import PLANNERS, template
 
 LEVELS = tuple(PLANNERS)
 
+# Part of every run's settings fingerprint (run.streams.settings_of): bump it whenever the loop's behaviour
+# changes (parsing, loop guards, feedback, what a prompt shows), so records made by an earlier loop are
+# never resumed or replayed as if this one had made them. The agent's prompt files are fingerprinted too.
+#   1  the first book; 2  the first valid line of a prefix-less reply, task query = instruction + first
+#   observation, examples from a fresh simulator, stuck = (action, observation) seen before, all valid
+#   actions shown after an invalid one when they are few
+AGENT_REVISION = 2
+
 
 @dataclass
 class AgentConfig:

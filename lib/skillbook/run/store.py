@@ -119,7 +119,11 @@ class RunDir:
             return
         recorded = m["settings"]
         if "legacy" in recorded:
-            # Records converted from the first record format, which fingerprinted only these fields.
+            # Records converted from the first record format, which fingerprinted only these fields; they
+            # were made by the first agent loop (revision 1), so a later loop never takes them for its own.
+            if settings.get("agent_code", {}).get("revision", 1) != 1:
+                raise ValueError(f"{self.path} was recorded by an earlier agent loop (revision 1, now "
+                                 f"{settings['agent_code']['revision']}); use a new run directory or delete it")
             old = recorded["legacy"]
             settings = {"agent": settings["agent"], "backend": settings["backend"], "seed": settings["seed"],
                         "memory": settings["memory"].get("name"), "env_options": settings["env_options"]}

@@ -59,10 +59,17 @@ def validate_streams(streams: dict[str, list[str]], env_options: dict | None = N
 def settings_of(agent: Agent, env_options: dict | None, mode: str) -> dict:
     """What must not change between a run and its resumption: agent config, model, seed, the memory
     policy with all its parameters, stream mode, env options (in one spelling)."""
+    from importlib import resources
+
+    from ..agent.loop import AGENT_REVISION
+    from ..memory import content_hash
     envs = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
-    return json.loads(json.dumps({"agent": asdict(agent.config), "backend": agent.llm.backend, "seed": agent.llm.seed,
-                                  "memory": agent.memory.settings(), "mode": mode, "env_options": envs},
-                                 sort_keys=True, default=str))
+    prompts = resources.files("skillbook.agent").joinpath("prompts")
+    code = {"revision": AGENT_REVISION,
+            "prompts": content_hash({p.name: p.read_text() for p in prompts.iterdir() if p.name.endswith(".txt")})}
+    return json.loads(json.dumps({"agent": asdict(agent.config), "agent_code": code, "backend": agent.llm.backend,
+                                  "seed": agent.llm.seed, "memory": agent.memory.settings(), "mode": mode,
+                                  "env_options": envs}, sort_keys=True, default=str))
 
 
 def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: Callable[[], Agent],
