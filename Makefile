@@ -24,7 +24,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU wheel first: otherwise a dependency pulls a multi-GB CUDA build of torch.
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[test]"
+	# the training extra too: chapter 07 trains the 0.5B policy (in the same command as the torch pin, so
+	# nothing replaces the CPU wheel)
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,train]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 

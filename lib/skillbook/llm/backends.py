@@ -2,11 +2,15 @@
 
     embedded:qwen2.5-coder-1.5b      packaged GGUF served by llama.cpp on this machine (default)
     embedded:qwen2.5-coder-0.5b      the smaller packaged model (fast tests, smoke runs)
+    embedded:<model>+lora-<16 hex>   a packaged model with trained LoRA adapters merged in (SkillRL's
+                                     training, `papers/skillrl/training.py` exports it); the suffix
+                                     names the adapters by digest, so it is part of the cache identity
     openai:<base_url>#<model>        any OpenAI-compatible server; key from $SKILLBOOK_API_KEY or $OPENAI_API_KEY
     vllm:<hf-model-id>               starts `vllm serve` (needs the optional `gpu` extra and a GPU)
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -47,14 +51,21 @@ class BackendSpec:
     kind: str           # embedded | openai | vllm
     model: str          # embedded model name, served model id, or HF model id
     base_url: str = ""  # only for openai
+    adapter: str = ""   # only for embedded: "lora-<16 hex>", merged adapters (see ADAPTER)
 
     def __str__(self) -> str:
         if self.kind == "openai":
             return f"openai:{self.base_url}#{self.model}"
-        return f"{self.kind}:{self.model}"
+        return f"{self.kind}:{self.model}" + (f"+{self.adapter}" if self.adapter else "")
+
+
+# A merged policy is named by the digest of what was merged (`papers/skillrl/training.policy_id`), never by
+# a path: the same adapters give the same backend string, and so the same cache keys, on every machine.
+ADAPTER = re.compile(r"lora-[0-9a-f]{16}")
 
 
 _USAGE = ("valid backends: " + ", ".join(f"'embedded:{m}'" for m in EMBEDDED_MODELS)
+          + ", 'embedded:<model>+lora-<16 hex digits>' (a trained policy)"
           + ", 'openai:<base_url>#<model>' (e.g. openai:http://localhost:8000/v1#Qwen/Qwen2.5-7B-Instruct),"
           " 'vllm:<hf-model-id>'")
 
@@ -69,9 +80,13 @@ def parse_backend(backend: str) -> BackendSpec:
     if kind not in BACKEND_KINDS:
         raise BackendError(f"unknown backend kind {kind!r} in {backend!r}; {_USAGE}")
     if kind == "embedded":
-        if rest not in EMBEDDED_MODELS:
-            raise BackendError(f"unknown embedded model {rest!r}; {_USAGE}")
-        return BackendSpec("embedded", rest)
+        model, _, adapter = rest.partition("+")
+        if model not in EMBEDDED_MODELS:
+            raise BackendError(f"unknown embedded model {model!r}; {_USAGE}")
+        if adapter and not ADAPTER.fullmatch(adapter):
+            raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
+                               f"digits; {_USAGE}")
+        return BackendSpec("embedded", model, adapter=adapter)
     if kind == "vllm":
         if not rest:
             raise BackendError(f"vllm backend needs a model id, e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct'; {_USAGE}")

@@ -99,7 +99,10 @@ class LLM:
         self._client: openai.OpenAI | None = None
         self._server_options = server_options
         if self.spec.kind == "embedded":
-            self.identity = "gguf-sha256:" + EMBEDDED_MODELS[self.spec.model].sha256
+            # a merged policy is another model: its adapters' digest is part of the identity (and so of every
+            # cache key and run fingerprint), never mixed with the base model's answers
+            self.identity = "gguf-sha256:" + EMBEDDED_MODELS[self.spec.model].sha256 + (
+                f"+{self.spec.adapter}" if self.spec.adapter else "")
         else:
             self.identity = f"{self.spec.kind}:{self.spec.model}"
         self._client_lock = threading.Lock()

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ..io import cache_dir
-from .backends import EMBEDDED_MODELS, EmbeddedModel
+from .backends import EMBEDDED_MODELS, BackendError, EmbeddedModel
 
 
 def part_paths(model: EmbeddedModel) -> list[Path]:
@@ -24,8 +24,23 @@ def part_paths(model: EmbeddedModel) -> list[Path]:
     return paths
 
 
-def gguf_path(name: str) -> Path:
-    """Path of the verified GGUF for an embedded model, joining the parts on first use."""
+def merged_gguf_path(name: str, adapter: str) -> Path:
+    """Where the GGUF of packaged model `name` with merged adapters `adapter` ("lora-<hex>") lives: in the
+    per-user cache beside the base model (it is rebuilt from the adapters, which the run records keep)."""
+    model = EMBEDDED_MODELS[name]
+    return cache_dir() / "models" / f"{model.name}-{model.sha256[:12]}+{adapter}.gguf"
+
+
+def gguf_path(name: str, adapter: str = "") -> Path:
+    """Path of the verified GGUF for an embedded model, joining the parts on first use; with `adapter`,
+    the merged policy exported by SkillRL's training (an error says how to export it when missing)."""
+    if adapter:
+        path = merged_gguf_path(name, adapter)
+        if not path.exists():
+            raise BackendError(
+                f"no merged model embedded:{name}+{adapter} in {path.parent}: export it from its adapters with "
+                "skillbook.papers.skillrl.training.export_policy (chapter 07's training records hold them)")
+        return path
     model = EMBEDDED_MODELS[name]
     target = cache_dir() / "models" / f"{model.name}-{model.sha256[:12]}.gguf"
     marker = target.with_suffix(".verified")

@@ -105,14 +105,15 @@ class _ChildServer:
 class EmbeddedServer(_ChildServer):
     """A packaged GGUF served by llama.cpp (xllamacpp) on 127.0.0.1 with parallel slots and prompt caching."""
 
-    def __init__(self, model: str, parallel: int = 4, ctx_per_slot: int = 8192, threads: int | None = None):
+    def __init__(self, model: str, parallel: int = 4, ctx_per_slot: int = 8192, threads: int | None = None,
+                 adapter: str = ""):
         super().__init__()
         self.model = model
-        self.name = f"embedded-{model}"
+        self.name = f"embedded-{model}" + (f"+{adapter}" if adapter else "")
         self.parallel = parallel
         self.ctx_per_slot = ctx_per_slot
         self.threads = threads or os.cpu_count() or 2
-        self.gguf = gguf_path(model)
+        self.gguf = gguf_path(model, adapter)
 
     def _command(self) -> list[str]:
         return [sys.executable, "-m", "skillbook.llm.server", "--gguf", str(self.gguf), "--alias", self.model,
@@ -164,7 +165,7 @@ def server_for(spec: BackendSpec, **options) -> _ChildServer:
     with _REGISTRY_LOCK:
         if key not in _SERVERS:
             if spec.kind == "embedded":
-                _SERVERS[key] = EmbeddedServer(spec.model, **options)
+                _SERVERS[key] = EmbeddedServer(spec.model, adapter=spec.adapter, **options)
             elif spec.kind == "vllm":
                 _SERVERS[key] = VLLMServer(spec.model, **options)
             else:

@@ -1,0 +1,260 @@
+"""SkillRL's weight updates (papers/skillrl/training.py): data from records, SFT and GRPO steps on a tiny randomly
+initialised Qwen2 (seconds on a CPU), the step reward on a real TextWorldExpress state, the GGUF export, the
+backend that names a merged policy. The `train` extra is needed for the model tests; they skip without it."""
+import json
+
+import numpy as np
+import pytest
+
+from skillbook.llm import LLM, BackendError, parse_backend
+from skillbook.papers.skillrl.bank import bank_skill
+from skillbook.papers.skillrl.training import (TrainConfig, config_from, missing_extra, policy_id,
+                                               read_jsonl, sft_features, training_data, write_jsonl)
+from skillbook.skills.library import SkillLibrary
+
+MISSING = missing_extra()
+needs_extra = pytest.mark.skipif(bool(MISSING), reason=f"the optional `train` extra is not installed (missing: "
+                                 f"{', '.join(MISSING)}): pip install -e '.[train]'")
+
+CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>' + '\n' }}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    pytest.importorskip("tokenizers")
+    return make_tokenizer()
+
+
+def make_tokenizer():
+    """A small byte-level BPE tokenizer with Qwen's chat tokens and a ChatML template (built in milliseconds)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = ["Thought: go on\nAction: take key", "Action: open door", "You are in room 3. A key lies here.",
+              "Valid actions: look around, open door, take key", "General skills: Take The Key First"] * 20
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   chat_template=CHATML)
+
+
+def tiny_qwen2(tokenizer):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    return Qwen2ForCausalLM(config)
+
+
+def warmed_qwen2(tokenizer, messages: list[dict], reply: str, steps: int = 50):
+    """A tiny random Qwen2 taught the form of one reply by a few plain optimiser steps. A random model never
+    names a valid action, so every GRPO group would get equal rewards (advantage 0, no gradient); after these
+    steps its samples at temperature 1 mix valid and invalid replies, so a group's rewards differ."""
+    import torch
+    model = tiny_qwen2(tokenizer)
+    f = sft_features(tokenizer, messages + [{"role": "assistant", "content": reply}], [True], 10_000)
+    ids, labels = torch.tensor([f["input_ids"]]), torch.tensor([f["labels"]])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        model(input_ids=ids, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return model
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models run fastest on one thread (two threads on a busy 2-core machine were 15× slower)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def fetch_bank():
+    bank = SkillLibrary()
+    bank.add(bank_skill("gen_001", "Read The Room", "Look at what the room holds before acting.", "always"))
+    bank.add(bank_skill("fet_001", "Take The Key First", "Take the key before opening the door.",
+                        "a key lies in the room", category="fetch"))
+    return bank
+
+
+@pytest.fixture
+def recorded(fake_env):
+    """Two recorded fake episodes of the task-level agent: one success, one failure (it only looks around)."""
+    from fakes import FakeModel, solve
+    from skillbook.agent import Agent, AgentConfig
+    from skillbook.envs import make_env
+    env = make_env("fake")
+    config = AgentConfig(level="task", max_steps=4, n_examples=0)
+    win = Agent(FakeModel(solve), config).run(env, "fake/fetch/train/0")
+    loss = Agent(FakeModel(lambda obs: "look around"), config).run(env, "fake/fetch/train/1")
+    assert win.success and not loss.success
+    return [win, loss]
+
+
+def test_config_checks_name_the_valid_choices():
+    assert TrainConfig().validate().rounds == 30          # the paper: 150 steps, validation every 5
+    assert config_from(grpo_steps=3, validate_every=2).rounds == 2
+    with pytest.raises(ValueError, match="valid: .*grpo_steps"):
+        config_from(grpo_step=3)
+    with pytest.raises(ValueError, match="valid: q_proj"):
+        config_from(targets="q_proj,attention")
+    with pytest.raises(ValueError, match="group must be at least 2"):
+        config_from(group=1)
+
+
+def test_recorded_episodes_become_sft_rows_and_grpo_states_with_the_bank_in_the_prompt(recorded, tmp_path):
+    sft, states, skipped = training_data(recorded, fetch_bank(), source="collect", mode="template")
+    assert not skipped
+    assert [r["task_id"] for r in sft] == ["fake/fetch/train/0"]           # successes only
+    row = sft[0]
+    first = row["messages"][1]["content"]
+    assert "Take The Key First" in first and "Read The Room" in first       # the bank block, as the loop shows it
+    assert row["skills"] == ["gen_001", "fet_001"]
+    assert [m["content"] for m in row["messages"] if m["role"] == "assistant"] == \
+        [s.raw.strip() for s in recorded[0].steps]                           # the recorded replies, in order
+    assert row["train"] == [True, True]
+    # one state per model call of either episode; prefixes are the actions stepped before it
+    win = [s for s in states if s["task_id"] == "fake/fetch/train/0"]
+    assert [s["prefix"] for s in win] == [[], ["take key"]] and [s["score"] for s in win] == [0.0, 0.5]
+    assert win[1]["messages"][-1]["role"] == "user" and "take the key" in win[1]["messages"][-1]["content"].lower()
+    assert len([s for s in states if s["task_id"] == "fake/fetch/train/1"]) == len(recorded[1].steps)
+    path = write_jsonl(tmp_path / "sft.jsonl", sft)
+    assert read_jsonl(path) == sft and path.read_text().count("\n") == 1
+
+
+def test_sft_labels_cover_exactly_the_trained_assistant_turns(tokenizer):
+    messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "A key lies here."},
+                {"role": "assistant", "content": "Action: look around"}, {"role": "user", "content": "Nothing."},
+                {"role": "assistant", "content": "Action: take key"}]
+    f = sft_features(tokenizer, messages, [False, True], 10_000)
+    trained = tokenizer.decode([t for t, label in zip(f["input_ids"], f["labels"]) if label != -100])
+    assert trained == "Action: take key<|im_end|>\n"
+    assert len(sft_features(tokenizer, messages, [True, True], 7)["input_ids"]) == 7
+
+
+@needs_extra
+def test_one_sft_step_and_one_grpo_step_end_to_end(tokenizer, recorded, fake_env, tmp_path, one_thread):
+    """The real trainers (TRL, PEFT) on a tiny random Qwen2: loss finite, adapter weights changed, adapter saved
+    and reloaded, a rollout generated with it; then GRPO with the step reward in the fake world."""
+    import torch
+    from peft import PeftModel
+    from skillbook.papers.skillrl.training import StepReward, generate, grpo, sft
+    config = config_from(sft_epochs=1, sft_batch=1, group=8, states_per_step=1, grpo_steps=1, validate_every=1,
+                         max_completion_tokens=8, lora_r=4, lora_alpha=8, sft_lr=1e-2, grpo_lr=1e-2)
+    rows, states, _ = training_data(recorded, fetch_bank(), mode="template")
+    model = warmed_qwen2(tokenizer, states[0]["messages"], "Action: take key")
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    out = sft(model, tokenizer, rows, tmp_path / "sft", config)
+    losses = [h["loss"] for h in out["log"]["history"] if "loss" in h]
+    assert losses and all(np.isfinite(losses))
+    b = [p for n, p in out["model"].named_parameters() if "lora_B" in n]
+    assert b and any(p.abs().sum() > 0 for p in b)                         # LoRA B starts at zero
+    base = tiny_qwen2(tokenizer)
+    base.load_state_dict(weights)
+    reloaded = PeftModel.from_pretrained(base, str(tmp_path / "sft" / "adapter"))
+    for (n1, p1), (n2, p2) in zip(out["model"].named_parameters(), reloaded.named_parameters()):
+        assert n1 == n2 and torch.equal(p1, p2), n1
+    assert isinstance(generate(reloaded, tokenizer, rows[0]["messages"][:2], 5), str)
+    assert json.loads((tmp_path / "sft" / "log.json").read_text())["examples"] == 1
+
+    policy = out["model"].merge_and_unload()                                 # π_ref = π_sft
+    reward = StepReward()
+    try:
+        g = grpo(policy, tokenizer, states[:1], tmp_path / "grpo", config, reward, steps=1)
+    finally:
+        reward.close()
+    history = [h for h in g["log"]["history"] if "reward" in h]
+    assert len(history) == 1 and np.isfinite(history[0]["loss"])
+    assert -0.1 - 1e-6 <= history[0]["reward"] <= 1.5                 # invalid −0.1 … increment + success bonus
+    assert history[0]["reward_std"] > 0                                # a group with different rewards
+    assert any(p.abs().sum() > 0 for n, p in g["model"].named_parameters() if "lora_B" in n)
+    again = PeftModel.from_pretrained(policy, str(tmp_path / "grpo" / "adapter"))
+    assert isinstance(generate(again, tokenizer, states[0]["messages"], 5), str)
+
+
+def test_step_reward_on_a_real_textworld_express_state():
+    """The benchmark's own score in a state restored by replaying the prefix: the gold move scores its increment,
+    the last gold move adds the success bonus, a reply naming no valid action costs the invalid penalty."""
+    from skillbook.envs import make_env
+    from skillbook.papers.skillrl.training import StepReward
+    task = "twx/twc/train/0"
+    params = {"twx": {"game_params": {"twc": {"numLocations": 1, "numItemsToPutAway": 1, "includeDoors": 0,
+                                              "limitInventorySize": 0}}}}
+    with make_env("twx", **params["twx"]) as env:
+        gold = env.gold_actions(env.task(task))
+        env.reset(task)
+        scores = [env.step(a).score for a in gold]
+    reward = StepReward(params, invalid_penalty=0.1, success_bonus=1.0)
+    try:
+        k = next(i for i, s in enumerate(scores) if s > (scores[i - 1] if i else 0.0))
+        before = scores[k - 1] if k else 0.0
+        assert reward.reward(task, gold[:k], before, f"Thought: do it\nAction: {gold[k]}") == \
+            pytest.approx(scores[k] - before + (1.0 if k == len(gold) - 1 else 0.0))
+        last = len(gold) - 1
+        assert reward.reward(task, gold[:last], scores[last - 1], f"Action: {gold[last]}") == \
+            pytest.approx(scores[last] - scores[last - 1] + 1.0)
+        assert reward([None], [[{"role": "assistant", "content": "Action: fly to the moon"}]], [task], [[]]) == [-0.1]
+        with pytest.raises(RuntimeError, match="not deterministic"):
+            reward.restore(task, gold[:last], score=scores[last - 1] + 0.5)
+    finally:
+        reward.close()
+
+
+@needs_extra
+def test_merged_gguf_adds_the_lora_delta_and_copies_everything_else(tmp_path):
+    import gguf
+    from safetensors.numpy import save_file
+    from skillbook.papers.skillrl.training import lora_deltas, write_merged_gguf
+    rng = np.random.default_rng(0)
+    src = tmp_path / "base.gguf"
+    w = rng.standard_normal((4, 32)).astype(np.float32)                       # out × in
+    other = rng.standard_normal((2, 32)).astype(np.float32)
+    writer = gguf.GGUFWriter(str(src), "qwen2")
+    writer.add_block_count(1)
+    writer.add_string("general.name", "tiny")
+    writer.add_tensor("blk.0.attn_q.weight", w)
+    writer.add_tensor("blk.0.ffn_up.weight", gguf.quants.quantize(other, gguf.GGMLQuantizationType.Q8_0),
+                      raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.write_header_to_file(), writer.write_kv_data_to_file(), writer.write_tensors_to_file(), writer.close()
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    a, b = rng.standard_normal((2, 32)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)
+    save_file({"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": a,
+               "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": b}, str(adapter / "adapter_model.safetensors"))
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 2, "lora_alpha": 4, "target_modules": ["q_proj"]}))
+    deltas = lora_deltas(adapter)
+    np.testing.assert_allclose(deltas["blk.0.attn_q.weight"], 2.0 * b @ a, rtol=1e-6)
+    dst = write_merged_gguf(src, tmp_path / "merged.gguf", deltas, {"blk.0.attn_q.weight"})
+    old, new = gguf.GGUFReader(str(src)), gguf.GGUFReader(str(dst))
+    t = {x.name: x for x in new.tensors}
+    np.testing.assert_allclose(np.asarray(t["blk.0.attn_q.weight"].data).reshape(4, 32), w + 2.0 * b @ a, rtol=1e-6)
+    up_old = next(x for x in old.tensors if x.name == "blk.0.ffn_up.weight")
+    assert t["blk.0.ffn_up.weight"].tensor_type == up_old.tensor_type
+    assert bytes(t["blk.0.ffn_up.weight"].data) == bytes(up_old.data)      # untouched tensors: byte for byte
+    assert new.fields["general.name"].contents() == "tiny"
+    # the policy's name is a digest of what was merged, not a path
+    pid = policy_id([adapter], ("q_proj",))
+    assert pid.startswith("lora-") and pid == policy_id([adapter], ("q_proj",)) != policy_id([], ("q_proj",))
+
+
+def test_a_merged_policy_is_its_own_backend_and_cache_identity():
+    spec = parse_backend("embedded:qwen2.5-coder-0.5b+lora-0123456789abcdef")
+    assert (spec.model, spec.adapter, str(spec)) == ("qwen2.5-coder-0.5b", "lora-0123456789abcdef",
+                                                     "embedded:qwen2.5-coder-0.5b+lora-0123456789abcdef")
+    base, merged = LLM("embedded:qwen2.5-coder-0.5b"), LLM(str(spec))
+    assert merged.identity.startswith(base.identity) and merged.identity != base.identity
+    with pytest.raises(BackendError, match="expected 'lora-' and 16 hex"):
+        parse_backend("embedded:qwen2.5-coder-0.5b+mine")
+    from skillbook.llm.modelfiles import gguf_path
+    with pytest.raises(BackendError, match="export_policy"):
+        gguf_path("qwen2.5-coder-0.5b", "lora-ffffffffffffffff")
