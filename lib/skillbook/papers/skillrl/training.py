@@ -121,12 +121,14 @@ class TrainConfig:
     validate_every: int = 5             # GRPO steps per round; the bank evolves after each round's validation
     temperature: float = 1.0
     max_completion_tokens: int = 48     # the agent's max_tokens: a sampled reply is as long as a real one
+    max_prompt_tokens: int = 6000       # states with a longer conversation are left out (paper: 6,000)
     seed: int = 0
     threads: int = 0                    # torch threads (0: torch's default)
 
     def validate(self) -> "TrainConfig":
         for name in ("lora_r", "lora_alpha", "sft_epochs", "sft_batch", "sft_max_tokens", "group",
-                     "states_per_step", "grpo_steps", "validate_every", "max_completion_tokens"):
+                     "states_per_step", "grpo_steps", "validate_every", "max_completion_tokens",
+                     "max_prompt_tokens"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"training parameter {name} must be a positive integer, got {v!r}")
@@ -297,6 +299,10 @@ def load_base(base: str, threads: int = 0):
     path = gguf_path(base)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    # the weights are dequantised to float32 on load, but transformers still marks the model as GGUF-quantised
+    # and its Trainer refuses to train that: from here on it is an ordinary float32 model
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)
     return model, tokenizer
 
 
@@ -411,8 +417,13 @@ def grpo(model, tokenizer, states: list[dict], out: Path, config: TrainConfig, r
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
     out = Path(out)
+    # the cost of a GRPO step grows with the prompt (G replies are sampled from it, then scored by the policy
+    # and the reference): states beyond max_prompt_tokens are left out, as the paper caps its prompts
+    states = [s for s in states if len(tokenizer.apply_chat_template(s["messages"], add_generation_prompt=True,
+                                                                     tokenize=True, return_dict=True)["input_ids"])
+              <= config.max_prompt_tokens]
     if not states:
-        raise ValueError("GRPO needs at least one state")
+        raise ValueError(f"GRPO needs at least one state within max_prompt_tokens={config.max_prompt_tokens}")
     data = Dataset.from_list([{"prompt": s["messages"], "task_id": s["task_id"], "prefix": s["prefix"],
                                "score": s["score"]} for s in states])
     args = GRPOConfig(**_common_args(out, config), learning_rate=config.grpo_lr, max_steps=steps,
@@ -516,7 +527,7 @@ def write_merged_gguf(src: Path, dst: Path, deltas: dict[str, np.ndarray], f32: 
     return dst
 
 
-def export_policy(base: str, adapters: list[Path], targets: tuple, layers: int | None = None) -> str:
+def export_policy(base: str, adapters: list[Path], targets: tuple) -> str:
     """The backend string of `base` with `adapters` merged (none: the base through the same F32 path),
     exporting its GGUF into the per-user cache unless it is there already."""
     pid = policy_id(adapters, targets)
@@ -525,8 +536,8 @@ def export_policy(base: str, adapters: list[Path], targets: tuple, layers: int |
         require_extra()
         import gguf
         src = gguf_path(base)
-        n = layers or int(gguf.GGUFReader(str(src)).fields[
-            f"{gguf.GGUFReader(str(src)).fields['general.architecture'].contents()}.block_count"].contents())
+        fields_ = gguf.GGUFReader(str(src)).fields
+        n = int(fields_[f"{fields_['general.architecture'].contents()}.block_count"].contents())
         deltas: dict[str, np.ndarray] = {}
         for a in adapters:
             for k, v in lora_deltas(a).items():
@@ -567,7 +578,8 @@ class TrainingRun:
 
 def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: list, tasks: dict[str, list[str]],
                  agent: dict, config: TrainConfig, base: str = "qwen2.5-coder-0.5b", env_options: dict | None = None,
-                 seed: int = 0, conditions=CONDITIONS, delta: float = 0.4, **memory_kw) -> TrainingRun:
+                 seed: int = 0, conditions=CONDITIONS, delta: float = 0.4,
+                 memory_options: dict | None = None) -> TrainingRun:
     """Algorithm 1, lines 16–31, resumed from `run_dir` (the chapter's `train/` folder):
 
         data      SFT rows and round-0 states from `episodes` (recorded TRAIN runs) with `bank` in the prompt
@@ -579,7 +591,8 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
         test      `conditions` (base, sft, sft+grpo) on the TEST tasks with the final bank, through the agent
                   loop, the response cache `cache` and the run records (test/<condition>/)
 
-    Everything recorded is reused; the model is loaded only when a training stage is missing."""
+    `memory_options` are SkillBankMemory's (mode, delta, top_k) — the frozen stage's retrieval; `delta` is
+    evolution's trigger. Everything recorded is reused; the model is loaded only when a stage is missing."""
     from ...llm import get_llm
     from ...run import Condition, run_condition
     from .pipeline import Teacher, evolution_round, load_bank, save_bank
@@ -590,6 +603,8 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     if base not in EMBEDDED_MODELS:
         raise ValueError(f"unknown policy model {base!r}; valid: {', '.join(EMBEDDED_MODELS)}")
     run_dir = Path(run_dir)
+    memory_kw = dict(memory_options or {})
+    SkillBankMemory(SkillLibrary(), **memory_kw)          # its parameters are checked before any model time
     cfg = AgentConfig(level="task", **agent).validate()
     memory = lambda b, label: (lambda: SkillBankMemory(b, label=label, **memory_kw))  # noqa: E731
     # the policy in memory: None, or (model, tokenizer, round) — round −1 is π_sft merged into the weights,
@@ -603,7 +618,8 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
             return state["policy"][:2]
         from peft import PeftModel
         m, tok = load_base(base, config.threads)
-        m = PeftModel.from_pretrained(m, str(run_dir / "sft" / "adapter")).merge_and_unload()
+        if (run_dir / "sft" / "adapter").exists():
+            m = PeftModel.from_pretrained(m, str(run_dir / "sft" / "adapter")).merge_and_unload()
         if r:
             m = PeftModel.from_pretrained(m, str(run_dir / "grpo" / f"round{r - 1}" / "adapter"), is_trainable=True)
         return m, tok
@@ -624,19 +640,18 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     # cold-start SFT
     sft_dir = run_dir / "sft"
     if not (sft_dir / "log.json").exists():
-        if not rows:
-            raise ValueError("no successful recorded episode to learn from: the SFT data set is empty "
-                             f"({len(episodes)} episodes, {len(skipped)} not replayable)")
-        m, tok = load_base(base, config.threads)
-        state["policy"] = (sft(m, tok, rows, sft_dir, config)["model"].merge_and_unload(), tok, -1)
+        if rows:
+            m, tok = load_base(base, config.threads)
+            state["policy"] = (sft(m, tok, rows, sft_dir, config)["model"].merge_and_unload(), tok, -1)
+        else:
+            # no success to demonstrate (a tiny run): no cold start; GRPO starts from the base, which is then π_ref
+            atomic_write_json(sft_dir / "log.json", {"stage": "sft", "examples": 0, "history": [], "skipped":
+                              f"no successful recorded run among {len(episodes)} (not replayable: {len(skipped)})"})
     sft_log = json.loads((sft_dir / "log.json").read_text())
-    adapters = {"base": [], "sft": [sft_dir / "adapter"]}
-    policies = {}
+    sft_adapters = [sft_dir / "adapter"] if (sft_dir / "adapter").exists() else []
 
     def policy(name: str, extra: list[Path] = ()) -> str:
-        b = export_policy(base, adapters["sft"] + list(extra) if name != "base" else [], config.targets)
-        policies[name] = b
-        return b
+        return export_policy(base, sft_adapters + list(extra) if name != "base" else [], config.targets)
 
     # GRPO rounds with validation and evolution
     banks, logs, rows_h = [bank], [], []
