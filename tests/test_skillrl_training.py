@@ -258,3 +258,60 @@ def test_a_merged_policy_is_its_own_backend_and_cache_identity():
     from skillbook.llm.modelfiles import gguf_path
     with pytest.raises(BackendError, match="export_policy"):
         gguf_path("qwen2.5-coder-0.5b", "lora-ffffffffffffffff")
+
+
+@needs_extra
+def test_train_policy_runs_every_stage_then_resumes_from_its_records(tokenizer, fake_env, tmp_path, monkeypatch,
+                                                                    one_thread):
+    """Control flow of `train_policy` in the fake world with the tiny model (its loader and the GGUF export
+    replaced, the policies answered by the fake model): data → SFT → two GRPO rounds, each validated with the
+    bank evolved → test conditions; a second call trains nothing; a replay that would have to train stops
+    before loading any model."""
+    import skillbook.llm
+    from fakes import FakeModel, solve
+    from skillbook.agent import Agent, AgentConfig
+    from skillbook.envs import make_env
+    from skillbook.llm.cache import ReplayMiss
+    from skillbook.papers.skillrl import training as T
+    env = make_env("fake")
+    agent = AgentConfig(level="task", max_steps=4, n_examples=0)
+    episodes = [Agent(FakeModel(solve), agent).run(env, f"fake/fetch/train/{i}") for i in range(2)]
+    _, states, _ = training_data(episodes[:1], fetch_bank(), mode="template")
+    loads = []
+
+    def load_base(base, threads=0):
+        loads.append(base)
+        return warmed_qwen2(tokenizer, states[0]["messages"], "Action: take key"), tokenizer
+
+    exported = []
+    monkeypatch.setattr(T, "load_base", load_base)
+    monkeypatch.setattr(T, "export_policy", lambda base, adapters, targets, export=True: exported.append(
+        (len(adapters), export)) or f"embedded:{base}+{T.policy_id(adapters, targets)}")
+    monkeypatch.setattr(skillbook.llm, "get_llm", lambda backend, cache, seed=0: FakeModel(solve))
+    tasks = {"dev": ["fake/fetch/dev/0", "fake/count/dev/0"], "test": ["fake/fetch/test/0", "fake/fetch/test/1"]}
+    config = config_from(sft_epochs=1, sft_batch=2, group=4, states_per_step=1, grpo_steps=2, validate_every=1,
+                         max_completion_tokens=6, lora_r=4, lora_alpha=8)
+    run = lambda: T.train_policy(tmp_path, None, FakeModel(), fetch_bank(), episodes, tasks,  # noqa: E731
+                                 dict(max_steps=4, n_examples=0), config, memory_options={"mode": "template"},
+                                 conditions=("base", "sft+grpo"))
+    first = run()
+    assert loads == ["qwen2.5-coder-0.5b"]                                  # loaded once, trained in one process
+    for f in ("data/sft.jsonl", "data/states-round0.jsonl", "data/states-round1.jsonl", "sft/adapter",
+              "grpo/round0/adapter", "grpo/round1/adapter", "bank/round1.json", "bank/round2.json",
+              "validation/round0/run.json", "test/base/run.json", "test/sft+grpo/run.json"):
+        assert (tmp_path / f).exists(), f
+    assert len(first.rewards()) == 2 and first.sft_rows == 2 and len(first.sft_loss()) == 1
+    assert set(first.test.condition) == {"base", "sft+grpo"} and len(first.test) == 4
+    assert first.policies["base"] != first.policies["sft+grpo"]            # other adapters, another model
+    assert sorted(first.history["round"].unique()) == [0, 1]
+    exported.clear()
+    second = run()                                                          # everything recorded
+    assert loads == ["qwen2.5-coder-0.5b"] and all(not needed for _, needed in exported)
+    assert second.policies == first.policies and second.rewards().equals(first.rewards())
+    # a replay that lacks a training stage stops before any model is loaded
+    import shutil
+    shutil.rmtree(tmp_path / "grpo" / "round1")
+    monkeypatch.setenv("SKILLBOOK_REPLAY_ONLY", "1")
+    with pytest.raises(ReplayMiss, match="GRPO round 1"):
+        run()
+    assert loads == ["qwen2.5-coder-0.5b"]

@@ -468,7 +468,8 @@ def policy_id(adapters: list[Path], targets: tuple) -> str:
     for a in adapters:
         cfg, weights = _adapter_files(a)
         parts.append({"r": cfg["r"], "alpha": cfg["lora_alpha"], "targets": sorted(cfg["target_modules"]),
-                      "rslora": bool(cfg.get("use_rslora")), "weights": hashlib.sha256(weights.read_bytes()).hexdigest()})
+                      "rslora": bool(cfg.get("use_rslora")),
+                      "weights": hashlib.sha256(weights.read_bytes()).hexdigest()})
     return "lora-" + digest({"adapters": parts, "f32": sorted(targets)})[:16]
 
 
@@ -527,12 +528,13 @@ def write_merged_gguf(src: Path, dst: Path, deltas: dict[str, np.ndarray], f32: 
     return dst
 
 
-def export_policy(base: str, adapters: list[Path], targets: tuple) -> str:
+def export_policy(base: str, adapters: list[Path], targets: tuple, export: bool = True) -> str:
     """The backend string of `base` with `adapters` merged (none: the base through the same F32 path),
-    exporting its GGUF into the per-user cache unless it is there already."""
+    exporting its GGUF into the per-user cache unless it is there already (or `export` is False: a replay
+    whose answers are all recorded needs the name only, never the model)."""
     pid = policy_id(adapters, targets)
     dst = merged_gguf_path(base, pid)
-    if not dst.exists():
+    if export and not dst.exists():
         require_extra()
         import gguf
         src = gguf_path(base)
@@ -607,6 +609,15 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     SkillBankMemory(SkillLibrary(), **memory_kw)          # its parameters are checked before any model time
     cfg = AgentConfig(level="task", **agent).validate()
     memory = lambda b, label: (lambda: SkillBankMemory(b, label=label, **memory_kw))  # noqa: E731
+
+    def live(what: str) -> None:
+        """A replay (SKILLBOOK_REPLAY_ONLY) that would have to train stops here, before any model time, as
+        a missing model answer does."""
+        if os.environ.get("SKILLBOOK_REPLAY_ONLY"):
+            from ...llm.cache import ReplayMiss
+            raise ReplayMiss(f"SKILLBOOK_REPLAY_ONLY is set and {what} is not in the records of {run_dir} "
+                             "(a replay that would need training)")
+
     # the policy in memory: None, or (model, tokenizer, round) — round −1 is π_sft merged into the weights,
     # round r a PEFT model carrying GRPO's adapter after round r
     state: dict = {"policy": None}
@@ -629,6 +640,10 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     key = digest({"episodes": [(e.task_id, e.stream, e.position, [s.raw for s in e.steps]) for e in episodes],
                   "bank": bank.state()["skills"]})
     meta = data_dir / "source.json"
+    if meta.exists() and json.loads(meta.read_text()).get("key") != key and (run_dir / "sft").exists():
+        from .pipeline import StaleRecords
+        raise StaleRecords(f"{run_dir} was trained from other recorded runs or another bank than these; remove "
+                           f"{run_dir} to train again")
     if not meta.exists() or json.loads(meta.read_text()).get("key") != key:
         rows, states, skipped = training_data(episodes, bank, env_options, source="collect", **memory_kw)
         write_jsonl(data_dir / "sft.jsonl", rows)
@@ -641,6 +656,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     sft_dir = run_dir / "sft"
     if not (sft_dir / "log.json").exists():
         if rows:
+            live("the cold-start SFT")
             m, tok = load_base(base, config.threads)
             state["policy"] = (sft(m, tok, rows, sft_dir, config)["model"].merge_and_unload(), tok, -1)
         else:
@@ -650,8 +666,11 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     sft_log = json.loads((sft_dir / "log.json").read_text())
     sft_adapters = [sft_dir / "adapter"] if (sft_dir / "adapter").exists() else []
 
-    def policy(name: str, extra: list[Path] = ()) -> str:
-        return export_policy(base, sft_adapters + list(extra) if name != "base" else [], config.targets)
+    def policy(name: str, extra: list[Path] = (), runs: Path | None = None, n: int = 0) -> str:
+        """The backend of a policy; its GGUF is exported only if `runs` still lacks some of its n episodes."""
+        from ...run import load_episodes
+        needed = runs is None or len(load_episodes(runs)) < n
+        return export_policy(base, sft_adapters + list(extra) if name != "base" else [], config.targets, needed)
 
     # GRPO rounds with validation and evolution
     banks, logs, rows_h = [bank], [], []
@@ -667,16 +686,17 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
                 write_jsonl(states_path, training_data(episodes, banks[-1], env_options, source="collect",
                                                        **memory_kw)[1])
             if not (rdir / "log.json").exists():
+                live(f"GRPO round {r}")
                 m, tok = policy_for(r)
                 out = grpo(m, tok, read_jsonl(states_path), rdir, config, reward, steps)
                 state["policy"] = (out["model"], tok, r)
             logs.append(json.loads((rdir / "log.json").read_text()))
             done_steps += steps
-            backend = policy(f"round{r}", [rdir / "adapter"])
+            vdir = run_dir / "validation" / f"round{r}"
+            backend = policy(f"round{r}", [rdir / "adapter"], vdir, len(tasks["dev"]))
             llm = get_llm(backend, cache, seed=seed)
-            val = run_condition(run_dir / "validation" / f"round{r}", llm,
-                                Condition(f"round{r}", cfg, memory(banks[-1], f"train-round{r}")), tasks["dev"],
-                                env_options, 1, desc=f"validation round {r}").episodes
+            val = run_condition(vdir, llm, Condition(f"round{r}", cfg, memory(banks[-1], f"train-round{r}")),
+                                tasks["dev"], env_options, 1, desc=f"validation round {r}").episodes
             _stop(llm)
             nxt = run_dir / "bank" / f"round{r + 1}.json"
             if not nxt.exists():
@@ -685,16 +705,19 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
                 save_bank(nxt, b, {"round": r + 1, "evolution": info, "teacher_errors": list(teacher_.errors)})
             b, meta_b = load_bank(nxt)
             banks.append(b)
-            for cat, acc in meta_b["evolution"]["success"].items():
-                rows_h.append({"round": r, "category": cat, "success": acc,
-                               "triggered": cat in meta_b["evolution"]["triggered"],
-                               "added": len(meta_b["evolution"]["added"]) if cat in meta_b["evolution"]["triggered"] else 0})
+            info = meta_b["evolution"]
+            for cat, acc in info["success"].items():
+                fired = cat in info["triggered"]
+                rows_h.append({"round": r, "category": cat, "success": acc, "triggered": fired,
+                               "added": len(info["added"]) if fired else 0})
     finally:
         reward.close()
 
     # before and after on the held-out TEST tasks, the final bank in every prompt
     last = run_dir / "grpo" / f"round{config.rounds - 1}" / "adapter"
-    backends = {"base": policy("base"), "sft": policy("sft"), "sft+grpo": policy("sft+grpo", [last])}
+    extra = {"base": [], "sft": [], "sft+grpo": [last]}
+    backends = {c: policy(c, extra[c], run_dir / "test" / c, len(tasks["test"]) if c in conditions else 0)
+                for c in CONDITIONS}
     frames = []
     for name in conditions:
         llm = get_llm(backends[name], cache, seed=seed)
