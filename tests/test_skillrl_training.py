@@ -148,7 +148,7 @@ def test_one_sft_step_and_one_grpo_step_end_to_end(tokenizer, recorded, fake_env
     and reloaded, a rollout generated with it; then GRPO with the step reward in the fake world."""
     import torch
     from peft import PeftModel
-    from skillbook.papers.skillrl.training import StepReward, generate, grpo, sft
+    from skillbook.papers.skillrl.training import StepReward, generate, grpo, merged, sft
     config = config_from(sft_epochs=1, sft_batch=1, group=8, states_per_step=1, grpo_steps=1, validate_every=1,
                          max_completion_tokens=8, lora_r=4, lora_alpha=8, sft_lr=1e-2, grpo_lr=1e-2)
     rows, states, _ = training_data(recorded, fetch_bank(), mode="template")
@@ -167,7 +167,7 @@ def test_one_sft_step_and_one_grpo_step_end_to_end(tokenizer, recorded, fake_env
     assert isinstance(generate(reloaded, tokenizer, rows[0]["messages"][:2], 5), str)
     assert json.loads((tmp_path / "sft" / "log.json").read_text())["examples"] == 1
 
-    policy = out["model"].merge_and_unload()                                 # π_ref = π_sft
+    policy = merged(out["model"])                                            # π_ref = π_sft
     reward = StepReward()
     try:
         g = grpo(policy, tokenizer, states[:1], tmp_path / "grpo", config, reward, steps=1)
@@ -178,7 +178,13 @@ def test_one_sft_step_and_one_grpo_step_end_to_end(tokenizer, recorded, fake_env
     assert -0.1 - 1e-6 <= history[0]["reward"] <= 1.5                 # invalid −0.1 … increment + success bonus
     assert history[0]["reward_std"] > 0                                # a group with different rewards
     assert any(p.abs().sum() > 0 for n, p in g["model"].named_parameters() if "lora_B" in n)
-    again = PeftModel.from_pretrained(policy, str(tmp_path / "grpo" / "adapter"))
+    # π_sft rebuilt from the saved SFT adapter, GRPO's adapter reloaded on it: the same policy
+    base = tiny_qwen2(tokenizer)
+    base.load_state_dict(weights)
+    pi_sft = merged(PeftModel.from_pretrained(base, str(tmp_path / "sft" / "adapter")))
+    again = PeftModel.from_pretrained(pi_sft, str(tmp_path / "grpo" / "adapter"))
+    for (n1, p1), (n2, p2) in zip(g["model"].named_parameters(), again.named_parameters()):
+        assert n1 == n2 and torch.allclose(p1, p2, atol=1e-6), n1
     assert isinstance(generate(again, tokenizer, states[0]["messages"], 5), str)
 
 

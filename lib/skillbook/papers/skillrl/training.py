@@ -306,6 +306,15 @@ def load_base(base: str, threads: int = 0):
     return model, tokenizer
 
 
+def merged(model):
+    """A PEFT model's adapter merged into its weights: a plain model again (PEFT leaves its `peft_config` behind,
+    and the next adapter would then be wrapped as a second one beside a ghost)."""
+    plain = model.merge_and_unload()
+    if hasattr(plain, "peft_config"):
+        del plain.peft_config
+    return plain
+
+
 def _lora(config: TrainConfig):
     from peft import LoraConfig
     return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0,
@@ -630,7 +639,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
         from peft import PeftModel
         m, tok = load_base(base, config.threads)
         if (run_dir / "sft" / "adapter").exists():
-            m = PeftModel.from_pretrained(m, str(run_dir / "sft" / "adapter")).merge_and_unload()
+            m = merged(PeftModel.from_pretrained(m, str(run_dir / "sft" / "adapter")))
         if r:
             m = PeftModel.from_pretrained(m, str(run_dir / "grpo" / f"round{r - 1}" / "adapter"), is_trainable=True)
         return m, tok
@@ -658,7 +667,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
         if rows:
             live("the cold-start SFT")
             m, tok = load_base(base, config.threads)
-            state["policy"] = (sft(m, tok, rows, sft_dir, config)["model"].merge_and_unload(), tok, -1)
+            state["policy"] = (merged(sft(m, tok, rows, sft_dir, config)["model"]), tok, -1)
         else:
             # no success to demonstrate (a tiny run): no cold start; GRPO starts from the base, which is then π_ref
             atomic_write_json(sft_dir / "log.json", {"stage": "sft", "examples": 0, "history": [], "skipped":
@@ -740,5 +749,5 @@ def _stop(llm) -> None:
 
 __all__ = ["TRAIN_EXTRA", "CONDITIONS", "TrainingUnavailable", "missing_extra", "require_extra", "TrainConfig",
            "PAPER", "config_from", "ScriptedModel", "transcribe", "training_data", "write_jsonl", "read_jsonl",
-           "sft_features", "load_base", "sft", "StepReward", "grpo", "generate", "policy_id", "lora_deltas",
+           "sft_features", "load_base", "merged", "sft", "StepReward", "grpo", "generate", "policy_id", "lora_deltas",
            "write_merged_gguf", "export_policy", "TrainingRun", "train_policy"]
