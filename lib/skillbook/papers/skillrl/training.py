@@ -171,23 +171,24 @@ def config_from(**params) -> TrainConfig:
 class ScriptedModel:
     """A model for `Agent` that answers with one recorded episode's replies, in order, and keeps every
     conversation it was sent. A resample (the loop asks again with the same messages) gets the same reply:
-    the recorded step holds the reply the loop finally used."""
+    the recorded step holds the reply the loop finally used. Each reply carries its recorded token counts,
+    so the loop drops old turns near its context limit exactly where the recorded run did."""
 
     backend = identity = "scripted:recorded-replies"
     deterministic = True
 
-    def __init__(self, replies: list[str], seed: int = 0):
+    def __init__(self, replies: list[tuple[str, int, int]], seed: int = 0):
         self.replies, self.seed = list(replies), seed
         self.calls: list[tuple[list[dict], str]] = []
 
     def chat(self, messages, *, temperature=0.0, max_tokens=256, seed=None, stop=None, top_p=None) -> Completion:
         if self.calls and self.calls[-1][0] == messages:
-            return Completion(self.calls[-1][1], 0, 0, 0.0)
+            return Completion(*self.replies[len(self.calls) - 1], 0.0)
         if len(self.calls) >= len(self.replies):
             raise LLMError("the replay asked for more replies than the episode recorded", retryable=False)
-        text = self.replies[len(self.calls)]
+        text, prompt_tokens, completion_tokens = self.replies[len(self.calls)]
         self.calls.append(([dict(m) for m in messages], text))
-        return Completion(text, 0, 0, 0.0)
+        return Completion(text, prompt_tokens, completion_tokens, 0.0)
 
 
 def agent_config(episode: Episode) -> AgentConfig:
@@ -201,7 +202,8 @@ def transcribe(episode: Episode, env, memory) -> dict | None:
     this loop)."""
     if episode.agent != "task" or episode.error:
         return None
-    model = ScriptedModel([s.raw for s in episode.steps if s.call is not None], episode.seed)
+    model = ScriptedModel([(s.raw, s.call.prompt_tokens, s.call.completion_tokens)
+                           for s in episode.steps if s.call is not None], episode.seed)
     replay = Agent(model, agent_config(episode), memory).run(env, episode.task_id)
     if [(s.action, s.valid) for s in replay.steps] != [(s.action, s.valid) for s in episode.steps] \
             or replay.success != episode.success or len(model.calls) != len(replay.steps):
