@@ -165,8 +165,8 @@ class EpisodeWorker:
         self.cache = ReadThroughCache(lookup)
         set_worker_cache(self.cache)
         if isinstance(make_agent, bytes):
-            import cloudpickle
-            make_agent = cloudpickle.loads(make_agent)
+            import pickle
+            make_agent = pickle.loads(make_agent)   # cloudpickle's output; its LLMs become this process's
         self.make_agent = make_agent
         self.pool = EnvPool(env_options)
         self.agents: dict[str, Any] = {}
@@ -236,13 +236,13 @@ class RayPool:
     ("ok", result), ("died", why) for an actor or node that died, ("error", why) for an exception of ours."""
 
     def __init__(self, executor: RayExecutor, make_agent, env_options, n: int, cache):
-        import cloudpickle
-        self.ray = ray = executor.connect()
+        ray = require_ray()
         try:
-            payload = cloudpickle.dumps(make_agent)
+            payload = ray.cloudpickle.dumps(make_agent)
         except Exception as e:   # noqa: BLE001 — name what could not be pickled, before any model time
             raise ExecutorError(f"this run's agent factory cannot be sent to Ray workers ({type(e).__name__}: "
                                 f"{e}); everything its memory policy holds must be picklable") from e
+        self.ray = executor.connect()
         self.reader = None
         path = getattr(cache, "path", ":memory:")
         if path and path != ":memory:":
