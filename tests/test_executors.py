@@ -220,3 +220,38 @@ def test_merged_entries_are_checked_as_on_import(tmp_path):
     unsigned = {k: v for k, v in json.loads(lines[0]).items() if k != "response_sha256"}
     with pytest.raises(CacheFormatError, match="no 'response_sha256'"):
         driver.merge_lines([json.dumps(unsigned)], source="worker 7")
+
+
+# -- the one command -------------------------------------------------------------------------------------------
+def test_the_book_command_refuses_a_wrong_executor_before_running_anything(monkeypatch):
+    from skillbook import book
+    ran = []
+    monkeypatch.setattr(book, "_execute_plans", lambda *a, **kw: ran.append(dict(__import__("os").environ)))
+    with pytest.raises(SystemExit, match="unknown executor 'dask'; valid executors: threads, ray"):
+        book.main(["execute", "--profile", "smoke", "--executor", "dask"])
+    with pytest.raises(SystemExit, match="unknown serving mode 'fast'; valid: deterministic, concurrent"):
+        book.main(["execute", "--profile", "smoke", "--serving", "fast"])
+    with pytest.raises(SystemExit, match="needs --executor ray"):
+        book.main(["execute", "--profile", "smoke", "--actors", "4"])
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "ray", None)   # as without the `cluster` extra
+        with pytest.raises(SystemExit, match=r"pip install -e '\.\[cluster\]'"):
+            book.main(["execute", "--profile", "smoke", "--executor", "ray"])
+    assert ran == []
+    pytest.importorskip("ray")
+    monkeypatch.delenv("SKILLBOOK_EXECUTOR", raising=False)
+    book.main(["execute", "--profile", "smoke", "--chapters", "01_agents", "--executor", "ray", "--actors", "4"])
+    assert {k: ran[0][k] for k in ran[0] if k.startswith("SKILLBOOK_") and k != "SKILLBOOK_CACHE"} == {
+        "SKILLBOOK_EXECUTOR": "ray", "SKILLBOOK_RAY_ADDRESS": "", "SKILLBOOK_RAY_ACTORS": "4",
+        "SKILLBOOK_EPISODE_TIMEOUT": "3600", "SKILLBOOK_SERVING": "concurrent"}
+    assert "SKILLBOOK_EXECUTOR" not in __import__("os").environ   # only the chapters' kernels see it
+    assert isinstance(executor_from_env(), type(None))
+
+
+def test_concurrent_serving_is_what_the_lab_asks_for(tmp_path, monkeypatch):
+    from skillbook.book import Lab
+    monkeypatch.setenv("SKILLBOOK_SERVING", "concurrent")
+    lab = Lab("x", runs_root=str(tmp_path), backend="openai:http://127.0.0.1:9/v1,http://127.0.0.1:10/v1#m")
+    assert lab.llm.deterministic is False and len(lab.llm.fleet.urls) == 2
+    monkeypatch.delenv("SKILLBOOK_SERVING")
+    assert Lab("y", runs_root=str(tmp_path), backend="openai:http://127.0.0.1:9/v1#m").llm.deterministic
