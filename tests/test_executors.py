@@ -255,3 +255,39 @@ def test_concurrent_serving_is_what_the_lab_asks_for(tmp_path, monkeypatch):
     assert lab.llm.deterministic is False and len(lab.llm.fleet.urls) == 2
     monkeypatch.delenv("SKILLBOOK_SERVING")
     assert Lab("y", runs_root=str(tmp_path), backend="openai:http://127.0.0.1:9/v1#m").llm.deterministic
+
+
+def test_ctrl_c_in_the_driver_stops_the_workers_and_keeps_what_finished(tmp_path, fake_env):
+    import os
+    import signal
+    from skillbook.run import Interrupted
+    llm = FakeModel(deterministic=False)
+    seen = []
+
+    def policy(observation):
+        seen.append(1)
+        if len(seen) == 6:
+            os.kill(os.getpid(), signal.SIGINT)   # what Ctrl-C does: the driver waits in the pool
+            time.sleep(0.5)
+        return solve(observation)
+    llm.policy = policy
+    ex = LocalExecutor(actors=2)
+    with pytest.raises(Interrupted):
+        run(tmp_path, llm, workers=2, executor=ex)
+    assert ex.pools[0].closed
+    done = load_episodes(tmp_path)
+    assert len(done) < 4 and all(e.success and not e.error for e in done)
+    llm.policy = solve
+    assert len(run(tmp_path, llm, workers=2, executor=LocalExecutor(actors=2)).episodes) == 4
+
+
+def test_what_travels_to_a_worker_is_rebuilt_there():
+    import pickle
+
+    from skillbook.llm.client import worker_cache
+    from skillbook.skills.embeddings import get_embedder
+    assert pickle.loads(pickle.dumps(get_embedder())) is get_embedder()   # the worker's own embedder
+    llm = LLM("openai:http://a/v1,http://b/v1#m", ResponseCache(), seed=3, deterministic=False, max_retries=5)
+    there = pickle.loads(pickle.dumps(llm))
+    assert there is not llm and there.cache is worker_cache()
+    assert (there.backend, there.seed, there.deterministic, there.max_retries) == (llm.backend, 3, False, 5)
