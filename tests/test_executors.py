@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fakes import FakeModel, FakeWorld, LocalExecutor, solve
+from fakes import FakeModel, LocalExecutor, solve
 from skillbook.agent import AgentConfig
 from skillbook.llm import LLM, ReplayMiss, ResponseCache
 from skillbook.memory import NoMemory

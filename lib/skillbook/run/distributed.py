@@ -271,6 +271,8 @@ class RayPool:
 
     def wait(self, handles: list, timeout: float) -> list[tuple[Any, tuple[str, Any]]]:
         from ray import exceptions as rx
+        if not handles:
+            return []
         done, rest = self.ray.wait(handles, num_returns=1, timeout=timeout)
         if done and rest:
             done += self.ray.wait(rest, num_returns=len(rest), timeout=0)[0]
