@@ -19,4 +19,4 @@ def small_llm(tmp_path_factory):
         llm._server.stop()
 
 
-from fakes import fake_env  # noqa: E402,F401  (the FakeWorld fixture, for control-flow tests)
+from fakes import fake_env, fake_server_factory  # noqa: E402,F401  (fixtures for control-flow tests)
