@@ -64,7 +64,7 @@ rerun: install check-java
 book: chapters html
 
 test: install check-java $(CLUSTER)
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 bench: install
 	$(PY) bench/run.py
