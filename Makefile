@@ -1,5 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make book   [PROFILE=workshop]   install into .venv, execute every chapter, build the HTML book
+#   make book PROFILE=paper EXECUTOR=ray [RAY_ADDRESS=auto] [ACTORS=64]
+#                                    the same, every episode on a Ray cluster (docs: cluster.md)
 #   make test                        install into .venv, run the tests
 #   make study / make study-status   start or resume the study of chapter 09 in the background / its progress
 #   make rerun CHAPTER=05_utility SET="n_buckets=4" [RUN=mine] [LIVE=1]
@@ -9,10 +11,14 @@ PROFILE ?= workshop
 RUN     ?=
 CHAPTER ?=
 SET     ?=
+EXECUTOR ?=
+RAY_ADDRESS ?=
+ACTORS  ?=
 PYTHON  ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
+CLUSTER := $(VENV)/.cluster-installed
 
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
@@ -32,6 +38,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) check-bwrap
 
+# Ray, the optional extra `cluster`: for the Ray executor and its tests (not needed to run the book on one machine)
+$(CLUSTER): $(STAMP)
+	$(PY) -m pip install -q -e ".[test,cluster]"
+	touch $(CLUSTER)
+
 # Code skills (model-written Python) run only inside a bubblewrap jail; without it they are refused
 # (text skills still work) and the sandbox tests fail.
 check-bwrap:
@@ -40,8 +51,9 @@ check-bwrap:
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java (a JRE >= 11) is required by ScienceWorld and TextWorldExpress. Install it, e.g. 'sudo apt-get install -y default-jre-headless' (Debian/Ubuntu) or 'brew install openjdk' (macOS)."; exit 1; }
 
-chapters: install check-java
-	$(PY) -m skillbook.book execute --profile $(PROFILE)
+chapters: install check-java $(if $(filter ray,$(EXECUTOR)),$(CLUSTER))
+	$(PY) -m skillbook.book execute --profile $(PROFILE) $(if $(EXECUTOR),--executor $(EXECUTOR)) \
+		$(if $(RAY_ADDRESS),--ray-address $(RAY_ADDRESS)) $(if $(ACTORS),--actors $(ACTORS))
 
 html: install
 	$(PY) -m skillbook.book build --profile $(PROFILE) $(if $(RUN),--overlay $(RUN))
@@ -53,8 +65,8 @@ rerun: install check-java
 
 book: chapters html
 
-test: install check-java
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+test: install check-java $(CLUSTER)
+	$(PY) -m pytest -q --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 bench: install
 	$(PY) bench/run.py

@@ -19,4 +19,12 @@ def small_llm(tmp_path_factory):
         llm._server.stop()
 
 
-from fakes import fake_env  # noqa: E402,F401  (the FakeWorld fixture, for control-flow tests)
+@pytest.fixture(scope="session")
+def workshop_html(tmp_path_factory):
+    """The book built once (-W, offline) from the committed workshop chapters, shared by the tests that read
+    it (the -W build test and the browser test): a build takes minutes on 2 cores."""
+    from skillbook.book import build
+    return build("workshop", output=tmp_path_factory.mktemp("book"))
+
+
+from fakes import fake_env, fake_server_factory  # noqa: E402,F401  (fixtures for control-flow tests)

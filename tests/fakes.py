@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -288,3 +290,137 @@ class FakeCoder(FakeModel):
             return (f"Description: {name.replace('_', ' ')} in a fake world\n```python\n"
                     f"def {name}(env):\n    env.step('take key')\n    return env.step('open door')\n```")
         return super().reply(messages)
+
+
+class WorkerDied(RuntimeError):
+    """What LocalPool reports as a dead worker (Ray's RayActorError)."""
+
+
+class LocalExecutor:
+    """A FAKE of Ray's transport for control-flow tests of `run.distributed`: the real EpisodeWorker and
+    the real `dispatch`, with workers in threads of this process. `die`: {(stream, position): times} whose
+    episode kills its worker that many times, before the episode starts. `pickle`: send the agent factory as
+    cloudpickled bytes, as Ray does (its LLMs then become worker LLMs with worker caches)."""
+
+    def __init__(self, actors=None, die=(), episode_timeout_s=3600.0, cancel_grace_s=60.0, pickle=False):
+        self.actors, self.die = actors, dict(die)
+        self.episode_timeout_s, self.cancel_grace_s, self.pickle = episode_timeout_s, cancel_grace_s, pickle
+        self.pools: list = []
+
+    def start(self, make_agent, env_options, n, cache):
+        if self.pickle:
+            import cloudpickle
+            make_agent = cloudpickle.dumps(make_agent)
+        self.pools.append(LocalPool(self, make_agent, env_options, n))
+        return self.pools[-1]
+
+
+class LocalPool:
+    def __init__(self, executor, make_agent, env_options, n):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from skillbook.run.distributed import EpisodeWorker
+        self.executor, self.args = executor, (make_agent, env_options)
+        self.new = lambda: EpisodeWorker(*self.args)  # noqa: E731
+        self.workers = [self.new() for _ in range(n)]
+        self.started = n
+        self.threads = ThreadPoolExecutor(max_workers=n + 8)
+        self.submitted: list[tuple] = []   # (worker index, stream, position, state given?)
+        self.closed = False
+
+    def hello(self, env_options, mode):
+        return [w.hello(env_options, mode) for w in self.workers]
+
+    def submit(self, worker, stream, position, task_id, state, keep):
+        self.submitted.append((self.workers.index(worker), stream, position, state is not None))
+        return self.threads.submit(self._run, worker, stream, position, task_id, state, keep)
+
+    def _run(self, worker, stream, position, task_id, state, keep):
+        if self.executor.die.get((stream, position)):
+            self.executor.die[(stream, position)] -= 1
+            raise WorkerDied(f"worker for {stream}#{position} was killed")
+        return worker.run(stream, position, task_id, state, keep)
+
+    def wait(self, handles, timeout):
+        from concurrent.futures import FIRST_COMPLETED, wait
+        done, _ = wait(handles, timeout=timeout, return_when=FIRST_COMPLETED)
+        out = []
+        for f in done:
+            e = f.exception()
+            out.append((f, ("ok", f.result()) if e is None else
+                        ("died" if isinstance(e, WorkerDied) else "error", f"{type(e).__name__}: {e}")))
+        return out
+
+    def cancel(self, worker):
+        worker.cancel()
+
+    def replace(self, worker):
+        worker.cancel()   # a thread cannot be killed: the abandoned one ends at its next model call
+        new = self.new()
+        self.started += 1
+        self.workers = [new if w is worker else w for w in self.workers]
+        return new
+
+    def close(self):
+        for w in self.workers:
+            w.close()
+        self.threads.shutdown(wait=False, cancel_futures=True)
+        self.closed = True
+
+
+class FakeOpenAIServer:
+    """A FAKE OpenAI-compatible chat server on 127.0.0.1 for HTTP control flow only: the first `failures`
+    requests get `status`, the others `answer` (after `delay_s`). `requests` counts what it received; `close()` stops it
+    (later requests to it are refused, as by a dead server)."""
+
+    def __init__(self, failures: int = 0, status: int = 500, answer: str = "fake answer", delay_s: float = 0.0):
+        self.failures, self.status, self.requests, self.answer = failures, status, 0, answer
+        self.delay_s = delay_s
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                with outer.lock:
+                    outer.requests += 1
+                    n = outer.requests
+                time.sleep(outer.delay_s)
+                if n <= outer.failures:
+                    self.send_response(outer.status)
+                    self.end_headers()
+                    self.wfile.write(b'{"error": {"message": "fake failure"}}')
+                    return
+                body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+                                   "choices": [{"index": 0, "finish_reason": "stop",
+                                                "message": {"role": "assistant", "content": outer.answer}}],
+                                   "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.backend = f"openai:{self.url}#fake"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def fake_server_factory():
+    servers = []
+
+    def make(**kw):
+        servers.append(FakeOpenAIServer(**kw))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()

@@ -13,7 +13,7 @@ from browser import check_book, chromium
 
 
 @pytest.mark.integration
-def test_every_page_of_the_book_loads_cleanly_in_chromium(tmp_path):
+def test_every_page_of_the_book_loads_cleanly_in_chromium(request):
     if chromium() is None:
         pytest.skip("no Chromium: install Debian's `chromium` package (e.g. `sudo apt-get install -y chromium`); "
                     ".ci/run installs it")
@@ -23,8 +23,8 @@ def test_every_page_of_the_book_loads_cleanly_in_chromium(tmp_path):
         pytest.skip("Playwright is not installed: `.venv/bin/pip install -e '.[test]'`")
     if shutil.which("npm") is None:
         pytest.skip("building the book needs npm once (MathJax and the widget runtime)")
-    from skillbook.book import build, toc_chapters
-    html = build("workshop", output=tmp_path)
+    from skillbook.book import toc_chapters
+    html = request.getfixturevalue("workshop_html")    # built after the skip checks: no Chromium, no build
     report = check_book(html)
     chapters = {f"runs/workshop/{c}.html" for c in toc_chapters()}
     assert chapters <= set(report) and "index.html" in report and "bibliography.html" in report

@@ -74,9 +74,8 @@ def test_chapter_executes_under_the_smoke_profile(chapter, smoke_run):
 
 
 @pytest.mark.integration
-def test_book_builds_with_warnings_as_errors_and_loads_nothing_remote(tmp_path):
-    from skillbook.book import build
-    html = build("workshop", output=tmp_path)
+def test_book_builds_with_warnings_as_errors_and_loads_nothing_remote(workshop_html):
+    html = workshop_html
     pages = list(Path(html).rglob("*.html"))
     assert (Path(html) / "index.html").exists() and len(pages) >= 2
     remote = re.compile(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=[\"']?(?:https?:)?//", re.I)

@@ -2,60 +2,9 @@
 
 The fake server only exercises HTTP error handling; no test of model behaviour uses it.
 """
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from skillbook.llm import LLM, LLMError
-
-
-class FakeOpenAIServer:
-    def __init__(self, failures: int, status: int = 500):
-        self.failures, self.status, self.requests = failures, status, 0
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers["Content-Length"]))
-                outer.requests += 1
-                if outer.requests <= outer.failures:
-                    self.send_response(outer.status)
-                    self.end_headers()
-                    self.wfile.write(b'{"error": {"message": "fake failure"}}')
-                    return
-                body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": "fake answer"}}],
-                                   "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.backend = f"openai:http://127.0.0.1:{self.httpd.server_address[1]}/v1#fake"
-
-    def close(self):
-        self.httpd.shutdown()
-
-
-@pytest.fixture
-def fake_server_factory():
-    servers = []
-
-    def make(**kw):
-        servers.append(FakeOpenAIServer(**kw))
-        return servers[-1]
-
-    yield make
-    for s in servers:
-        s.close()
 
 
 def test_5xx_is_retried_then_answered(fake_server_factory):

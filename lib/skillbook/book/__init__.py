@@ -1,6 +1,7 @@
 """Executing the chapters and building the book; the `Lab` every chapter opens and closes.
 
     python -m skillbook.book execute --profile workshop [--chapters 00_laboratory,...]
+    python -m skillbook.book execute --profile paper --executor ray --ray-address auto [--actors 64]
     python -m skillbook.book build   --profile workshop [--overlay mine]
     python -m skillbook.book rerun   05_utility --from workshop --into mine --set n_buckets=4 [--live]
     python -m skillbook.book assets          # MathJax + ipywidgets runtime served from local files
@@ -178,13 +179,53 @@ def execution_plan(profile: str = CANONICAL_PROFILE, chapters: list[str] | None 
     return plans
 
 
+def execution_environment(executor: str = "threads", ray_address: str | None = None, actors: int | None = None,
+                          episode_timeout_s: float | None = None, serving: str | None = None,
+                          probe: bool = True) -> dict[str, str]:
+    """The environment variables that tell every chapter's runner where episodes run (`run.distributed`)
+    and how the model serves (`lab.serving`). Checked here, before any chapter runs: an unknown
+    executor or serving mode, a missing Ray (`pip install -e '.[cluster]'`), a cluster that cannot be
+    joined (`probe`, for a given address) are errors before any model time is spent."""
+    from ..run.distributed import ENV_ACTORS, ENV_ADDRESS, ENV_EXECUTOR, ENV_TIMEOUT, parse_executor
+    from .lab import ENV_SERVING, SERVING
+    ray = parse_executor(executor, ray_address, actors, episode_timeout_s)
+    serving = serving or ("concurrent" if ray else "deterministic")
+    if serving not in SERVING:
+        raise ProfileError(f"unknown serving mode {serving!r}; valid: {', '.join(SERVING)}")
+    if ray is not None and probe and ray.address not in (None, "", "local"):
+        ray.connect()          # the cluster answers now, or the error says how to start one
+        import ray as ray_module
+        ray_module.shutdown()  # each chapter's kernel joins it again
+    env = {ENV_EXECUTOR: "ray" if ray else "threads", ENV_SERVING: serving}
+    if ray is not None:
+        env[ENV_ADDRESS] = ray.address or ""
+        env[ENV_ACTORS] = str(ray.actors or "")
+        env[ENV_TIMEOUT] = f"{ray.episode_timeout_s:g}"
+    return env
+
+
 def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None, *,
-            output_root: Path | None = None, extra_params: dict | None = None, root: Path | None = None) -> list[Path]:
-    """Execute chapters with papermill under a profile; returns the executed notebooks' paths."""
+            output_root: Path | None = None, extra_params: dict | None = None, root: Path | None = None,
+            environment: dict[str, str] | None = None) -> list[Path]:
+    """Execute chapters with papermill under a profile; returns the executed notebooks' paths.
+    `environment` (`execution_environment`) is set for the chapters' kernels, e.g. the Ray executor."""
     import papermill as pm
 
     root = root or project_root()
     plans = execution_plan(profile, chapters, output_root=output_root, extra_params=extra_params, root=root)
+    saved = {k: os.environ.get(k) for k in environment or {}}
+    os.environ.update(environment or {})   # the kernels papermill starts inherit this process's environment
+    try:
+        return _execute_plans(plans, profile, output_root, root, pm)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _execute_plans(plans, profile: str, output_root: Path | None, root: Path, pm) -> list[Path]:
     out_dir = output_root or (root / "runs" / profile)
     out_dir.mkdir(parents=True, exist_ok=True)
     done = []
@@ -266,6 +307,7 @@ def build(profile: str = CANONICAL_PROFILE, output: Path | None = None, root: Pa
 
 
 def main(argv: list[str] | None = None) -> None:
+    from ..run.distributed import ExecutorError
     from .rerun import ReplayNeedsModel, parse_sets, rerun
     ap = argparse.ArgumentParser(prog="python -m skillbook.book", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,6 +315,14 @@ def main(argv: list[str] | None = None) -> None:
     ex = sub.add_parser("execute", help="execute chapters with papermill into runs/<profile>/")
     ex.add_argument("--profile", default=CANONICAL_PROFILE)
     ex.add_argument("--chapters", default="", help="comma-separated chapter names (default: all in _toc.yml)")
+    ex.add_argument("--executor", default="threads", help="where episodes run: threads (default) or ray")
+    ex.add_argument("--ray-address", default=None, help="the Ray cluster: auto (this machine ran `ray start`), "
+                                                        "ray://<head>:10001, or local (the default) for a new local Ray")
+    ex.add_argument("--actors", type=int, default=None, help="Ray episode workers (default: the profile's workers)")
+    ex.add_argument("--episode-timeout", type=float, default=None, metavar="SECONDS",
+                    help="an episode running longer is cancelled and recorded as an error (Ray; default 3600)")
+    ex.add_argument("--serving", default=None, help="deterministic (default with threads) or concurrent "
+                                                    "(default with ray)")
     bd = sub.add_parser("build", help="render the executed notebooks with jupyter-book (-W -n)")
     bd.add_argument("--profile", default=CANONICAL_PROFILE)
     bd.add_argument("--overlay", default=None, help="a runs/<name>/ folder made by `rerun`: its chapters replace "
@@ -288,14 +338,18 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "execute":
-            execute(args.profile, [c for c in args.chapters.split(",") if c] or None)
+            chapters = [c for c in args.chapters.split(",") if c] or None
+            execution_plan(args.profile, chapters)   # parameters checked before the cluster is joined
+            environment = execution_environment(args.executor, args.ray_address, args.actors,
+                                                args.episode_timeout, args.serving)
+            execute(args.profile, chapters, environment=environment)
         elif args.cmd == "build":
             print(f"[skillbook] book: {build(args.profile, overlay=args.overlay) / 'index.html'}")
         elif args.cmd == "rerun":
             rerun(args.chapter, args.source, args.into, parse_sets(args.sets), live=args.live)
         else:
             print(assets())
-    except ProfileError as e:
+    except (ProfileError, ExecutorError) as e:
         sys.exit(f"error: {e}")
     except ReplayNeedsModel as e:
         print(f"[skillbook] {e}", file=sys.stderr)

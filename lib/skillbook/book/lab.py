@@ -15,6 +15,21 @@ from ..envs import make_env
 from ..io import atomic_write_json, atomic_write_text
 
 
+SERVING = ("deterministic", "concurrent")
+ENV_SERVING = "SKILLBOOK_SERVING"
+
+
+def serving() -> str:
+    """How chapters use their model: "deterministic" (the default: one request in flight, streams in
+    turn, the same records on every live run) or "concurrent" (SKILLBOOK_SERVING=concurrent, set by
+    `execute --serving concurrent` and by default with `--executor ray`: a fleet serves many requests
+    at once, and the response cache, not the server, makes the run replay)."""
+    value = os.environ.get(ENV_SERVING, "deterministic").strip().lower() or "deterministic"
+    if value not in SERVING:
+        raise ValueError(f"{ENV_SERVING}={value!r}; valid: {', '.join(SERVING)}")
+    return value
+
+
 class FoldedTable(pd.DataFrame):
     """A DataFrame shown on a page as one summary line that unfolds into the table (<details>)."""
 
@@ -54,7 +69,8 @@ class Lab:
         self.run_dir = self.root / (records or chapter)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.cache = ResponseCache.for_run(self.run_dir)
-        self.llm = get_llm(backend or DEFAULT_BACKEND, self.cache, seed=seed)
+        self.llm = get_llm(backend or DEFAULT_BACKEND, self.cache, seed=seed,
+                           deterministic=serving() == "deterministic")
         self._envs: list = []
         self.t0 = time.time()
 

@@ -6,6 +6,7 @@
                                      training, `papers/skillrl/training.py` exports it); the suffix
                                      names the adapters by digest, so it is part of the cache identity
     openai:<base_url>#<model>        any OpenAI-compatible server; key from $SKILLBOOK_API_KEY or $OPENAI_API_KEY
+    openai:<url>,<url>,...#<model>   a fleet of servers of one model: requests go to the least busy one
     vllm:<hf-model-id>               starts `vllm serve` (needs the optional `gpu` extra and a GPU)
 """
 from __future__ import annotations
@@ -50,8 +51,13 @@ class BackendError(ValueError):
 class BackendSpec:
     kind: str           # embedded | openai | vllm
     model: str          # embedded model name, served model id, or HF model id
-    base_url: str = ""  # only for openai
+    base_url: str = ""  # only for openai: one URL, or several joined by commas (a fleet)
     adapter: str = ""   # only for embedded: "lora-<16 hex>", merged adapters (see ADAPTER)
+
+    @property
+    def base_urls(self) -> tuple[str, ...]:
+        """The servers of an openai backend, in the order given (one for a single server)."""
+        return tuple(self.base_url.split(",")) if self.base_url else ()
 
     def __str__(self) -> str:
         if self.kind == "openai":
@@ -67,7 +73,7 @@ ADAPTER = re.compile(r"lora-[0-9a-f]{16}")
 _USAGE = ("valid backends: " + ", ".join(f"'embedded:{m}'" for m in EMBEDDED_MODELS)
           + ", 'embedded:<model>+lora-<16 hex digits>' (a trained policy)"
           + ", 'openai:<base_url>#<model>' (e.g. openai:http://localhost:8000/v1#Qwen/Qwen2.5-7B-Instruct),"
-          " 'vllm:<hf-model-id>'")
+          " 'openai:<url>,<url>,...#<model>' (a fleet of servers of that model), 'vllm:<hf-model-id>'")
 
 
 def parse_backend(backend: str) -> BackendSpec:
@@ -91,13 +97,17 @@ def parse_backend(backend: str) -> BackendSpec:
         if not rest:
             raise BackendError(f"vllm backend needs a model id, e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct'; {_USAGE}")
         return BackendSpec("vllm", rest)
-    # openai:<base_url>#<model>
+    # openai:<base_url>#<model>, or openai:<url>,<url>,...#<model> (a fleet serving one model)
     if "#" not in rest:
         raise BackendError(f"openai backend {backend!r} lacks '#<model>'; {_USAGE}")
     base_url, model = rest.rsplit("#", 1)
-    url = urlparse(base_url)
-    if url.scheme not in ("http", "https") or not url.netloc:
-        raise BackendError(f"openai backend {backend!r}: base_url {base_url!r} is not an http(s) URL; {_USAGE}")
+    urls = [u.strip().rstrip("/") for u in base_url.split(",")]
+    for u in urls:
+        url = urlparse(u)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise BackendError(f"openai backend {backend!r}: base_url {u!r} is not an http(s) URL; {_USAGE}")
+    if len(set(urls)) != len(urls):
+        raise BackendError(f"openai backend {backend!r} names a server twice; {_USAGE}")
     if not model:
         raise BackendError(f"openai backend {backend!r} has an empty model name; {_USAGE}")
-    return BackendSpec("openai", model, base_url.rstrip("/"))
+    return BackendSpec("openai", model, ",".join(urls))

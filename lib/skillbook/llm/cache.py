@@ -403,11 +403,43 @@ class ResponseCache:
         `save()` does not write them again.
         """
         path = Path(path)
+        return self._import(path, _lines(path), require_digest=require_digest, exported=exported)
+
+    def take_new_lines(self) -> list[str]:
+        """The entries not yet exported, as export lines (with their digests), marked as exported.
+
+        A Ray worker's cache hands what its episodes added to the driver this way (`merge_lines` there),
+        instead of writing chunks: only the driver writes a run's files."""
+        rows = self._execute("reading unsaved entries", "SELECT key, model, request, response FROM responses "
+                             "WHERE key NOT IN (SELECT key FROM exported)")
+        lines = self._lines_of(sorted(rows, key=lambda r: (r[1], r[2], r[0])))
+        with self._lock:   # only the keys read above: an entry added meanwhile goes with the next call
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO exported VALUES (?)", [(r[0],) for r in rows])
+            except sqlite3.Error as e:
+                raise self._error(e, "marking entries as handed over") from e
+        return lines
+
+    def merge_lines(self, lines: list[str], source: str) -> int:
+        """Add entries handed over by another cache (`take_new_lines`), checked exactly as an import checks
+        a file (key of model and request, response digest required); existing keys win. They are new to
+        this run's exports, so the next `save()` writes them. `source` names the sender in errors."""
+        return self._import(source, enumerate((line.encode() for line in lines), 1), require_digest=True,
+                            exported=False)
+
+    def put_known(self, model_identity: str, request: dict, response: dict) -> None:
+        """Record a response that another cache already holds (it is not handed over again)."""
+        key = cache_key(model_identity, request)
+        self._execute("writing an entry", "INSERT OR IGNORE INTO responses VALUES (?,?,?,?)",
+                      (key, model_identity, canonical(request), canonical(response)))
+        self._execute("writing an entry", "INSERT OR IGNORE INTO exported VALUES (?)", (key,))
+
+    def _import(self, path, numbered_lines, *, require_digest: bool, exported: bool) -> int:
         n = unverified = 0
         with self._lock:
             try:
                 self._db.execute("BEGIN")
-                for lineno, line in _lines(path):
+                for lineno, line in numbered_lines:
                     if not line.strip():
                         continue
                     e, verified = _entry(path, lineno, line)

@@ -45,6 +45,58 @@ _RETRYABLE = (openai.APIConnectionError, openai.APITimeoutError, openai.Internal
               openai.RateLimitError)
 
 
+class Fleet:
+    """The servers of one `openai:` backend and how busy this process keeps each of them.
+
+    A request goes to the server with the fewest requests in flight from this process (least
+    outstanding requests); ties go round-robin from where the last choice left off, so that many
+    processes that are each idle do not all start on the first server. A server that fails is marked
+    down for `cooldown_s`: other requests avoid it meanwhile, and the failed request is retried at
+    once on another server. The marks are hints: when every server is marked down, all are tried.
+    Each process balances only its own requests (Ray workers do not coordinate), which spreads a
+    fleet evenly when the workers are many and alike."""
+
+    def __init__(self, urls: tuple[str, ...] | list[str], cooldown_s: float = 30.0):
+        self.urls = list(urls)
+        self.cooldown_s = cooldown_s
+        self.outstanding = [0] * len(self.urls)
+        self.served = [0] * len(self.urls)      # answers received from each server
+        self.failures = [0] * len(self.urls)    # connection errors, timeouts and 5xx from each server
+        self._down_until = [0.0] * len(self.urls)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def acquire(self, exclude: set[int] = frozenset()) -> int | None:
+        """The server for the next attempt (counted as in flight), or None when all are excluded."""
+        with self._lock:
+            n = len(self.urls)
+            order = [(self._next + k) % n for k in range(n) if (self._next + k) % n not in exclude]
+            if not order:
+                return None
+            now = time.monotonic()
+            up = [i for i in order if self._down_until[i] <= now] or order
+            i = min(up, key=lambda j: self.outstanding[j])   # min keeps the first of equals: round-robin
+            self.outstanding[i] += 1
+            self._next = (i + 1) % n
+            return i
+
+    def release(self, i: int, ok: bool | None) -> None:
+        """The attempt on server i ended: answered (ok), failed (the server is marked down), or neither
+        (None: e.g. the request was refused or interrupted, which says nothing about the server)."""
+        with self._lock:
+            self.outstanding[i] -= 1
+            if ok:
+                self.served[i] += 1
+                self._down_until[i] = 0.0
+            elif ok is False:
+                self.failures[i] += 1
+                self._down_until[i] = time.monotonic() + self.cooldown_s
+
+    def describe(self) -> list[dict]:
+        with self._lock:
+            return [{"url": u, "served": s, "failures": f} for u, s, f in zip(self.urls, self.served, self.failures)]
+
+
 @dataclass
 class CallStats:
     calls: int = 0
@@ -85,6 +137,9 @@ class LLM:
         concurrency bought nothing anyway (`make bench`); on a GPU server pass deterministic=False."""
         self.spec: BackendSpec = parse_backend(backend)
         self.deterministic = bool(deterministic)
+        # what this LLM is made of, so that another process can make the same one (__reduce__)
+        self._settings = {"seed": seed, "timeout": timeout, "max_retries": max_retries, "backoff_s": backoff_s,
+                          "deterministic": self.deterministic, **server_options}
         if self.deterministic and self.spec.kind == "embedded":
             server_options = {**server_options, "parallel": 1}
         self._in_flight = threading.Lock() if self.deterministic else None
@@ -98,6 +153,8 @@ class LLM:
         self._server = None
         self._client: openai.OpenAI | None = None
         self._server_options = server_options
+        self.fleet = Fleet(self.spec.base_urls) if self.spec.kind == "openai" else None
+        self._fleet_clients: dict[int, openai.OpenAI] = {}
         if self.spec.kind == "embedded":
             # a merged policy is another model: its adapters' digest is part of the identity (and so of every
             # cache key and run fingerprint), never mixed with the base model's answers
@@ -122,10 +179,27 @@ class LLM:
                 self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=self.timeout, max_retries=0)
             return self._client
 
+    def _fleet_client(self, i: int) -> openai.OpenAI:
+        with self._client_lock:
+            if i not in self._fleet_clients:
+                key = os.environ.get("SKILLBOOK_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+                # Retries are ours (on another server of the fleet), not the client's.
+                self._fleet_clients[i] = openai.OpenAI(base_url=self.fleet.urls[i], api_key=key,
+                                                       timeout=self.timeout, max_retries=0)
+            return self._fleet_clients[i]
+
     def warm_up(self) -> "LLM":
         """Start (or connect to) the server now rather than at the first call."""
-        self._connect()
+        if self.fleet is None:
+            self._connect()
         return self
+
+    def __reduce__(self):
+        """An LLM travels to another process (a Ray worker) as its backend and options — a server
+        connection, a lock or a SQLite handle cannot travel — and is that process's LLM of the same
+        backend and options there (`get_llm`), answering from that process's worker cache
+        (`worker_cache`), whose new entries the runner sends back to the driver's cache."""
+        return (_llm_in_this_process, (self.backend, dict(self._settings)))
 
     # -- the call ---------------------------------------------------------------------------------
     def chat(self, messages: list[dict], *, temperature: float = 0.0, max_tokens: int = 256,
@@ -159,34 +233,71 @@ class LLM:
         self.stats.add(c, c.latency_s)
         return c
 
-    def _live(self, request: dict) -> Completion:
+    def _completion(self, client: openai.OpenAI, request: dict) -> Completion:
         kwargs = {k: v for k, v in request.items() if v is not None}
+        t0 = time.perf_counter()
+        r = client.chat.completions.create(model=self.spec.model, **kwargs)
+        latency = time.perf_counter() - t0
+        choice = r.choices[0]
+        timings = (r.model_extra or {}).get("timings")
+        return Completion(
+            text=choice.message.content or "",
+            prompt_tokens=r.usage.prompt_tokens if r.usage else 0,
+            completion_tokens=r.usage.completion_tokens if r.usage else 0,
+            latency_s=latency, cached=False, finish_reason=choice.finish_reason or "",
+            model=self.backend, temperature=request["temperature"], seed=request["seed"],
+            max_tokens=request["max_tokens"], server_timings=timings)
+
+    def _rejected(self, e: openai.APIStatusError) -> LLMError:
+        # 4xx: the request itself is wrong (e.g. longer than the context); retrying cannot help.
+        self.stats.errors += 1
+        return LLMError(f"{self.backend}: request rejected (HTTP {e.status_code}), not retried: {e}", retryable=False)
+
+    def _live_fleet(self, request: dict) -> Completion:
+        """One request to an `openai:` backend: each round tries the servers, least busy first, until one
+        answers; a failing server is marked down (`Fleet`) and the request moves to the next one at once.
+        Between rounds (every server failed) the client backs off exponentially, as for one server."""
+        last: Exception | None = None
+        tried_servers = 0
+        for attempt in range(self.max_retries + 1):
+            tried: set[int] = set()
+            while (i := self.fleet.acquire(tried)) is not None:
+                tried.add(i)
+                try:
+                    c = self._completion(self._fleet_client(i), request)
+                except _RETRYABLE as e:
+                    self.fleet.release(i, ok=False)
+                    last, tried_servers = e, tried_servers + 1
+                    continue
+                except openai.APIStatusError as e:
+                    self.fleet.release(i, ok=None)   # the server is up: it refused this request
+                    raise self._rejected(e) from e
+                except BaseException:
+                    self.fleet.release(i, ok=None)
+                    raise
+                self.fleet.release(i, ok=True)
+                return c
+            if attempt < self.max_retries:
+                time.sleep(self.backoff_s * 2 ** attempt)
+        self.stats.errors += 1
+        where = f"{len(self.fleet.urls)} servers" if len(self.fleet.urls) > 1 else "the server"
+        raise LLMError(f"{self.backend}: model call failed after {tried_servers} attempts on {where} "
+                       f"({self.max_retries + 1} rounds): {type(last).__name__}: {last}") from last
+
+    def _live(self, request: dict) -> Completion:
+        if self.fleet is not None:
+            return self._live_fleet(request)
         restarted = False
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             try:
-                client = self._connect()
-                t0 = time.perf_counter()
-                r = client.chat.completions.create(model=self.spec.model, **kwargs)
-                latency = time.perf_counter() - t0
-                choice = r.choices[0]
-                timings = (r.model_extra or {}).get("timings")
-                return Completion(
-                    text=choice.message.content or "",
-                    prompt_tokens=r.usage.prompt_tokens if r.usage else 0,
-                    completion_tokens=r.usage.completion_tokens if r.usage else 0,
-                    latency_s=latency, cached=False, finish_reason=choice.finish_reason or "",
-                    model=self.backend, temperature=request["temperature"], seed=request["seed"],
-                    max_tokens=request["max_tokens"], server_timings=timings)
+                return self._completion(self._connect(), request)
             except _RETRYABLE as e:
                 last = e
             except ServerError as e:
                 last = e
             except openai.APIStatusError as e:
-                # 4xx: the request itself is wrong (e.g. longer than the context); retrying cannot help.
-                self.stats.errors += 1
-                raise LLMError(f"{self.backend}: request rejected (HTTP {e.status_code}), not retried: {e}",
-                               retryable=False) from e
+                raise self._rejected(e) from e
             # A dead local server is restarted once per call, then the call is retried.
             if self._server is not None and not restarted and not self._server.alive():
                 try:
@@ -213,10 +324,32 @@ class LLM:
                 "live_calls": s.live_calls, "cache_hits": self.cache.hits, "cache_misses": self.cache.misses,
                 "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
                 "live_seconds": round(s.live_seconds, 1), "recorded_model_seconds": round(s.model_seconds, 1),
-                "errors": s.errors}
+                "errors": s.errors, **({"servers": self.fleet.describe()} if self.fleet else {})}
 
 
 _LLMS: dict[tuple, LLM] = {}
+_WORKER_CACHE: ResponseCache | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def worker_cache() -> ResponseCache:
+    """The response cache of the LLMs that arrived in this process from another one (an in-memory one
+    unless a worker set its own with `set_worker_cache`)."""
+    global _WORKER_CACHE
+    with _WORKER_LOCK:
+        if _WORKER_CACHE is None:
+            _WORKER_CACHE = ResponseCache()
+        return _WORKER_CACHE
+
+
+def set_worker_cache(cache: ResponseCache) -> None:
+    global _WORKER_CACHE
+    with _WORKER_LOCK:
+        _WORKER_CACHE = cache
+
+
+def _llm_in_this_process(backend: str, settings: dict) -> LLM:
+    return get_llm(backend, worker_cache(), **settings)
 
 
 def get_llm(backend: str = DEFAULT_BACKEND, cache: ResponseCache | None = None, **options) -> LLM:

@@ -46,21 +46,24 @@ class Result:
 
 
 def run_condition(run_dir: str | Path, llm, condition: Condition, task_ids: list[str],
-                  env_options: dict | None = None, workers: int = 1, desc: str = "") -> Result:
-    """Run (or resume) one condition on the tasks in `run_dir`; its recorded episodes."""
+                  env_options: dict | None = None, workers: int = 1, desc: str = "", executor=None) -> Result:
+    """Run (or resume) one condition on the tasks in `run_dir`; its recorded episodes. `executor`: where
+    episodes run (`run_streams`; default SKILLBOOK_EXECUTOR, else threads)."""
     streams = condition.streams(task_ids)
     make = lambda: Agent(llm, condition.agent, condition.memory())  # noqa: E731
     run_streams(run_dir, streams, make, env_options=env_options, workers=workers,
-                desc=desc or condition.label or condition.name, mode="stream" if condition.stream else "independent")
+                desc=desc or condition.label or condition.name, mode="stream" if condition.stream else "independent",
+                executor=executor)
     return Result(condition.label or condition.name, load_episodes(run_dir, streams))
 
 
 def run_conditions(run_dir: str | Path, llm, conditions: list[Condition], task_ids: list[str],
-                   env_options: dict | None = None, workers: int = 1, prefix: str = "") -> dict[str, Result]:
+                   env_options: dict | None = None, workers: int = 1, prefix: str = "",
+                   executor=None) -> dict[str, Result]:
     """Each condition in `<run_dir>/<name>/`, one after the other; name → Result."""
     run_dir = Path(run_dir)
     return {c.name: run_condition(run_dir / c.name, llm, c, task_ids, env_options, workers,
-                                  desc=f"{prefix}{c.label or c.name}") for c in conditions}
+                                  desc=f"{prefix}{c.label or c.name}", executor=executor) for c in conditions}
 
 
 def load_condition(run_dir: str | Path, name: str | None = None) -> Result:

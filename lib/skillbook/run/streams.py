@@ -5,7 +5,9 @@
 
 Every task id is checked and the run's settings are compared with what the directory recorded before
 any model call. Streams run one after the other, or concurrently in worker threads when the model is
-not asked to be deterministic (each worker with its own simulators). After each episode its record is
+not asked to be deterministic (each worker with its own simulators) — or, with `executor` "ray" (or
+SKILLBOOK_EXECUTOR=ray), on Ray workers that run the episodes while this process alone records them
+(`run.distributed`). After each episode its record is
 appended to the run's episode log and the stream's memory state is saved (`run.store`); a killed run
 resumes from there, re-running only the episode that was in flight, whose model calls the response
 cache answers.
@@ -74,10 +76,16 @@ def settings_of(agent: Agent, env_options: dict | None, mode: str) -> dict:
 
 def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: Callable[[], Agent],
                 env_options: dict | None = None, workers: int = 1, progress: bool = True,
-                desc: str = "tasks", mode: str = "stream", retries: int = 1) -> pd.DataFrame:
-    """Run (or resume) every stream; return one row per recorded episode of these streams."""
+                desc: str = "tasks", mode: str = "stream", retries: int = 1, executor=None) -> pd.DataFrame:
+    """Run (or resume) every stream; return one row per recorded episode of these streams.
+
+    `executor`: None (SKILLBOOK_EXECUTOR, else threads), "threads", "ray", or an executor object such
+    as `RayExecutor(address, actors)`; it decides where episodes run, never what is recorded."""
+    from .distributed import executor_from_env, parse_executor
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    executor = executor_from_env() if executor is None else (
+        parse_executor(executor) if isinstance(executor, str) else executor)
     validate_streams(streams, env_options)
     streams = {name: list(ids) for name, ids in streams.items()}
     probe = make_agent()  # agent parameters are checked here too, before any stream makes a model call
@@ -140,8 +148,18 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
                     bar.update(1)
 
         started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S"), time.perf_counter()
+        session: dict = {}
         try:
-            if workers == 1:
+            if executor is not None:
+                from .distributed import run_distributed
+
+                def recorded_one() -> None:
+                    bar.update(1)
+                lost, actors = run_distributed(executor, store, todo, recorded, make_agent, probe, env_options,
+                                               settings, mode, workers, retries, recorded_one)
+                failed.update(lost)
+                session = {"executor": "ray", "actors": actors}
+            elif workers == 1:
                 for s, ids in todo.items():
                     run_stream(s, ids)
             else:
@@ -164,7 +182,7 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
             if ran:
                 store.log_session({"started": started, "elapsed_s": round(time.perf_counter() - t0, 1),
                                    "workers": workers, "episodes_run": ran, "episodes_total": total,
-                                   "execution": EXECUTION})
+                                   "execution": EXECUTION, **session})
     if failed:
         raise IncompleteRun(f"{len(failed)} stream(s) stopped at an infrastructure error (details in "
                             f"{Path(run_dir) / 'errors.jsonl'}); run again to retry them: "

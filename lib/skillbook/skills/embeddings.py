@@ -39,6 +39,12 @@ class Embedder:
         self.hits = 0
         self.misses = 0
 
+    def __reduce__(self):
+        """An embedder travels to another process (a Ray worker) as a reference to that process's own
+        embedder, with its own on-disk vector cache: its model, SQLite handle and lock cannot travel,
+        and a vector depends only on the text."""
+        return (get_embedder, ())
+
     def _load_model(self):
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -279,6 +279,38 @@ def library_growth(root: str | Path, design: StudyDesign) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["condition", "position", "skills"])
 
 
+def retrieved_utility(root: str | Path, design: StudyDesign, conditions=("task-text", "subtask-text"),
+                      embedder=None) -> pd.DataFrame:
+    """Per recorded episode of each text-memory stream that retrieved a scored skill: success and the mean
+    specificity, abstractness and utility (§6 of the first paper) of the skills it retrieved, each
+    stream's final library scored against the design's task texts (instruction + first observation;
+    `utility.score_library`). Skills hygiene deleted before the end have no score and are left out."""
+    from ...envs import task_texts
+    from .hygiene import identities
+    from .pipeline import library_of
+    from .utility import retrieved_scores, score_library
+    tasks = design.tasks()
+    texts = task_texts(tasks, design.env_options)
+    frames = []
+    for c in conditions:
+        d = Path(root) / "streams" / c
+        if c not in design.conditions or not (d / "run.json").exists():
+            continue
+        library = library_of(d)
+        eps = [e for e in load_condition(d).episodes if e.task_id in texts]
+        scores = score_library(library, [texts[t] for t in tasks], embedder=embedder)
+        frames.append(retrieved_scores(eps, scores, identities(library)).assign(condition=c))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def utility_claim(scored: pd.DataFrame) -> dict:
+    """The secondary claim's estimate: the slope of success on the retrieved skills' mean utility (per SD),
+    within task types, clustered by task (`utility.success_slope`)."""
+    from .utility import success_slope
+    within = "task_type" if len(scored) and scored.task_type.nunique() > 1 else None
+    return success_slope(scored, "utility", within=within)
+
+
 def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool) -> str:
     """The chapter's closing paragraph, written from the claims table and the progress table."""
     n = int(claims["n"].dropna().max()) if len(claims) else 0

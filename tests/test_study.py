@@ -1,0 +1,112 @@
+"""The study of chapter 09 (papers/breakdown/study.py) on the FAKE world and model (tests/fakes.py): the
+pre-registered design read from a profile (bad settings named before any model time), n from the planning
+discordance, streams advanced together chunk by chunk and resumed, interim analysis on the tasks every
+stream has, the claims (three primaries, placebo, utility), library growth. Control flow only: seconds."""
+import pandas as pd
+import pytest
+import yaml
+
+from fakes import FakeWorld
+from test_breakdown_pipeline import TypedInducer
+from skillbook.papers.breakdown import study
+from skillbook.profiles import ProfileError
+
+
+def write_profile(root, name, spec):
+    (root / "profiles").mkdir(exist_ok=True)
+    (root / "profiles" / f"{name}.yml").write_text(yaml.safe_dump({"backend": "fake:scripted", "study": spec}))
+
+
+DESIGN = {"task_types": "fake/count,fake/fetch", "n_tasks": 4, "split": "dev", "chunk": 2, "threshold": 0.0,
+          "max_steps": 6, "max_subtask_steps": 3, "planning_discordance": 0.2}
+
+
+def test_the_design_comes_from_the_profile_and_bad_settings_are_named(tmp_path):
+    write_profile(tmp_path, "s", DESIGN)
+    d = study.StudyDesign.from_profile("s", tmp_path)
+    assert d.n_tasks == 4 and d.conditions == study.CONDITIONS and d.chunk == 2
+    write_profile(tmp_path, "bad", {**DESIGN, "n_task": 3})
+    with pytest.raises(ProfileError, match=r"unknown study setting\(s\) \['n_task'\]; valid: .*n_tasks"):
+        study.StudyDesign.from_profile("bad", tmp_path)
+    write_profile(tmp_path, "badc", {**DESIGN, "conditions": ["task-none", "task-code"]})
+    with pytest.raises(ProfileError, match=r"unknown study condition\(s\) \['task-code'\]; valid: task-none"):
+        study.StudyDesign.from_profile("badc", tmp_path)
+    (tmp_path / "profiles" / "none.yml").write_text("backend: x\n")
+    with pytest.raises(ProfileError, match="no `study:` section"):
+        study.StudyDesign.from_profile("none", tmp_path)
+
+
+def test_unknown_calibration_settings_are_named_before_any_model_time(tmp_path):
+    with pytest.raises(ValueError, match="unknown calibration setting.*valid: peckingorder"):
+        study.calibrate(tmp_path, llm=None, settings=["twc-L9"])
+
+
+def test_plan_sizes_n_for_the_halfwidth_and_the_interaction_is_wider():
+    p = study.plan(0.2, target=0.08)
+    assert p["halfwidth"] <= 0.08 < study.plan(0.2, target=0.08)["halfwidth"] * (p["n"] / (p["n"] - 1)) ** 0.5 + 0.01
+    assert p["halfwidth_interaction"] == pytest.approx(2 ** 0.5 * p["halfwidth"])
+    assert study.plan(0.3)["n"] > p["n"] > study.plan(0.1)["n"]
+
+
+def test_the_test_stream_is_seeded_interleaved_and_of_size_n(fake_env):
+    d = study.StudyDesign(**DESIGN)
+    tasks = d.tasks()
+    assert len(tasks) == 4 and tasks == d.tasks()
+    assert [t.split("/")[1] for t in tasks] == ["count", "fetch", "count", "fetch"]
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    from skillbook import envs
+    mp.setitem(envs.ENVS, "fake", FakeWorld)
+    root = tmp_path_factory.mktemp("study")
+    design, llm = study.StudyDesign(**DESIGN), TypedInducer()
+    from skillbook.llm import ResponseCache
+    llm.cache = ResponseCache.for_run(root / "streams")  # as the CLI opens it: saved after every chunk
+    study.run_study(root, llm, design, until=2)          # a first sitting: every stream to 2 tasks
+    first = study.status(root, design)
+    calls = len(llm.calls)
+    study.run_study(root, llm, design)                   # the next sitting resumes to n
+    yield {"root": root, "design": design, "llm": llm, "first": first, "calls": calls}
+    mp.undo()
+
+
+def test_streams_advance_together_and_a_later_sitting_resumes(ran):
+    first, root, design = ran["first"], ran["root"], ran["design"]
+    assert list(first.loc[list(design.conditions), "done"]) == [2] * 5      # every stream at the same n
+    assert first.loc["all", "done"] == 10 and first.loc["all", "n"] == 20
+    done = study.status(root, design)
+    assert list(done.loc[list(design.conditions), "done"]) == [4] * 5 and done.loc["all", "eta_hours"] == 0
+    n = len(ran["llm"].calls)
+    study.run_study(root, ran["llm"], design)            # nothing left: no model call
+    assert len(ran["llm"].calls) == n
+
+
+def test_interim_analysis_uses_only_tasks_every_stream_has(ran):
+    df = study.load_study(ran["root"], ran["design"])
+    assert set(df.condition) == set(study.CONDITIONS) and len(df) == 20
+    partial = df[~((df.condition == "task-text") & (df.task_id == df.task_id.iloc[-1]))]
+    assert len(study.common_tasks(partial, study.CONDITIONS)) == 3
+    assert len(study.common_tasks(df, study.CONDITIONS)) == 4
+
+
+def test_claims_name_three_primaries_then_the_placebo_and_utility(ran, fake_env):
+    df = study.load_study(ran["root"], ran["design"])
+    eff = study.effects(df)
+    assert set(eff.level) == {"task", "subtask"} and len(eff) == 8 and set(eff.effect) <= {-1.0, 0.0, 1.0}
+    scored = study.retrieved_utility(ran["root"], ran["design"])
+    assert set(scored.condition) <= {"task-text", "subtask-text"} and len(scored)
+    assert {"utility", "specificity", "abstractness", "success"} <= set(scored.columns)
+    cl = study.claims(df, study.utility_claim(scored))
+    from skillbook.analysis import claims_table
+    table = claims_table(cl)
+    assert list(table.role) == ["primary"] * 3 + ["secondary"] * 2
+    assert table.claim.iloc[2].startswith("interaction") and "placebo" in table.claim.iloc[3]
+
+
+def test_library_growth_counts_each_skill_once_per_memory_stream(ran):
+    g = study.library_growth(ran["root"], ran["design"])
+    assert set(g.condition) == {"task-text", "subtask-text", "subtask-placebo"}
+    for _, s in g.groupby("condition"):
+        assert s.skills.is_monotonic_increasing and len(s) == 4
