@@ -40,7 +40,7 @@ install: $(STAMP) check-bwrap
 
 # Ray, the optional extra `cluster`: for the Ray executor and its tests (not needed to run the book on one machine)
 $(CLUSTER): $(STAMP)
-	$(PY) -m pip install -q -e ".[test,cluster]"
+	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,train,cluster]"
 	touch $(CLUSTER)
 
 # Code skills (model-written Python) run only inside a bubblewrap jail; without it they are refused
