@@ -339,8 +339,8 @@ def _git(*args, cwd: Path) -> str:
 
 
 def pinned_checkout(project: Path, root: Path) -> Path:
-    """The checkout the study runs from: the commit recorded at its first start (`<root>/code.txt`), as
-    a worktree under `.study-code/` when the project has moved on; the project itself otherwise."""
+    """The checkout the study runs from: the commit recorded at its first start (`<root>/code.txt`), as a
+    worktree under `.study-code/` (created on first use)."""
     head = _git("rev-parse", "HEAD", cwd=project)
     pin = root / "code.txt"
     if not pin.exists():
@@ -350,8 +350,8 @@ def pinned_checkout(project: Path, root: Path) -> Path:
         pin.parent.mkdir(parents=True, exist_ok=True)
         pin.write_text(head + "\n")
     commit = pin.read_text().strip()
-    if commit == head:
-        return project
+    # Always a worktree, even when the project is at that commit: the run imports modules lazily for
+    # hours, and edits to the project's own files must never reach it.
     tree = project / ".study-code" / commit[:12]
     if not tree.exists():
         subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=project, check=True,
