@@ -76,11 +76,23 @@ def test_streams_advance_together_and_a_later_sitting_resumes(ran):
     first, root, design = ran["first"], ran["root"], ran["design"]
     assert list(first.loc[list(design.conditions), "done"]) == [2] * 5      # every stream at the same n
     assert first.loc["all", "done"] == 10 and first.loc["all", "n"] == 20
+    assert first.loc["all", "eta_hours"] >= 0
     done = study.status(root, design)
     assert list(done.loc[list(design.conditions), "done"]) == [4] * 5 and done.loc["all", "eta_hours"] == 0
     n = len(ran["llm"].calls)
     study.run_study(root, ran["llm"], design)            # nothing left: no model call
     assert len(ran["llm"].calls) == n
+
+
+def test_status_has_no_total_eta_until_every_stream_has_a_pace(tmp_path, fake_env):
+    d = study.StudyDesign(**DESIGN)
+    from skillbook.papers.breakdown.pipeline import condition
+    from skillbook.run import run_condition
+    run_condition(tmp_path / "streams" / "task-none", TypedInducer(), condition("task-none", TypedInducer(), d.agent),
+                  d.tasks()[:1], d.env_options)
+    s = study.status(tmp_path, d)
+    assert s.loc["task-none", "done"] == 1 and s.loc["task-none", "eta_hours"] >= 0
+    assert pd.isna(s.loc["task-text", "eta_hours"]) and pd.isna(s.loc["all", "eta_hours"])
 
 
 def test_interim_analysis_uses_only_tasks_every_stream_has(ran):

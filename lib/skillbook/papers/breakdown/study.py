@@ -218,8 +218,9 @@ def status(root: str | Path, design: StudyDesign) -> pd.DataFrame:
         rows.append({"condition": c, "done": len(eps), "n": design.n_tasks, "hours": seconds / 3600,
                      "s_per_episode": per, "eta_hours": (design.n_tasks - len(eps)) * per / 3600})
     df = pd.DataFrame(rows).set_index("condition")
+    # The total ETA is unknown (NaN) until every stream has a measured pace: streams differ several-fold.
     df.loc["all"] = [df.done.sum(), df.n.sum(), df.hours.sum(), df.hours.sum() * 3600 / max(df.done.sum(), 1),
-                     df.eta_hours.sum()]
+                     df.eta_hours.sum(skipna=False)]
     return df.round({"hours": 2, "s_per_episode": 1, "eta_hours": 1})
 
 
