@@ -7,6 +7,8 @@
 #   make rerun CHAPTER=05_utility SET="n_buckets=4" [RUN=mine] [LIVE=1]
 #                                    re-execute one chapter with changed parameters into runs/$(RUN)/
 #   make html RUN=mine               the book with runs/mine/'s chapters in place of the profile's
+#   make offline-kit DIR=/media/usb/kit   everything a participant needs, in one folder (needs network)
+#   make install-offline DIR=/media/usb/kit   install from that folder with no network (workshop.md)
 PROFILE ?= workshop
 RUN     ?=
 CHAPTER ?=
@@ -15,6 +17,9 @@ EXECUTOR ?=
 RAY_ADDRESS ?=
 ACTORS  ?=
 PYTHON  ?= python3
+DIR     ?=
+# The CPU wheel of torch, pinned: installed first so that no dependency pulls a multi-GB CUDA build.
+TORCH   := torch==2.13.0
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
@@ -23,16 +28,16 @@ CLUSTER := $(VENV)/.cluster-installed
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install book chapters html rerun test bench clean check-java study study-status study-stop calibrate check-bwrap
+.PHONY: offline-kit install-offline install book chapters html rerun test bench clean check-java study study-status study-stop calibrate check-bwrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU wheel first: otherwise a dependency pulls a multi-GB CUDA build of torch.
-	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q "$(TORCH)"
 	# the training extra too: chapter 07 trains the 0.5B policy (in the same command as the torch pin, so
 	# nothing replaces the CPU wheel)
-	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,train]"
+	$(PY) -m pip install -q "$(TORCH)" -e ".[test,train]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
@@ -40,7 +45,7 @@ install: $(STAMP) check-bwrap
 
 # Ray, the optional extra `cluster`: for the Ray executor and its tests (not needed to run the book on one machine)
 $(CLUSTER): $(STAMP)
-	$(PY) -m pip install -q "torch==2.13.0" -e ".[test,train,cluster]"
+	$(PY) -m pip install -q "$(TORCH)" -e ".[test,train,cluster]"
 	touch $(CLUSTER)
 
 # Code skills (model-written Python) run only inside a bubblewrap jail; without it they are refused
@@ -83,6 +88,21 @@ study-stop: install
 
 calibrate: install check-java
 	$(PY) -m skillbook.papers.breakdown.study calibrate
+
+# A room without network (workshop.md): fetch once where there is network, copy DIR by USB, install from it.
+offline-kit: install
+	@test -n "$(DIR)" || { echo "usage: make offline-kit DIR=<a folder to copy to the participants' laptops>"; exit 2; }
+	$(PY) -m skillbook.kit fetch "$(DIR)" --pin "$(TORCH)"
+
+install-offline:
+	@test -n "$(DIR)" || { echo "usage: make install-offline DIR=<the folder made by make offline-kit>"; exit 2; }
+	$(PYTHON) -I lib/skillbook/kit.py check "$(DIR)"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --no-index --find-links "$(DIR)/wheels" "$(TORCH)" -e ".[test,train,cluster]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(PY) -m skillbook.kit install "$(DIR)"
+	touch $(STAMP) $(CLUSTER)
+	@$(MAKE) --no-print-directory check-bwrap
 
 clean:
 	rm -rf _build book_assets

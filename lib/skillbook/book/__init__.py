@@ -5,6 +5,7 @@
     python -m skillbook.book build   --profile workshop [--overlay mine]
     python -m skillbook.book rerun   05_utility --from workshop --into mine --set n_buckets=4 [--live]
     python -m skillbook.book assets          # MathJax + ipywidgets runtime served from local files
+    python -m skillbook.book exercises [--check]   # chapters/exercises.yml -> each chapter's closing cell
 
 A profile is a papermill parameter file (profiles/<name>.yml). Each chapter executes from
 chapters/<name>.ipynb into runs/<profile>/<name>.ipynb and keeps its records and the text form of
@@ -335,6 +336,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="a changed parameter (repeatable); the value is read as YAML (4, 0.5, true, text)")
     rr.add_argument("--live", action="store_true", help="allow live model time when the replay needs it")
     sub.add_parser("assets", help="fetch MathJax and the ipywidgets runtime into book_assets/")
+    xs = sub.add_parser("exercises", help="write chapters/exercises.yml as the closing cell of every chapter "
+                                          "source and executed copy")
+    xs.add_argument("--check", action="store_true", help="write nothing; exit 1 if a notebook's cell differs")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "execute":
@@ -347,6 +351,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[skillbook] book: {build(args.profile, overlay=args.overlay) / 'index.html'}")
         elif args.cmd == "rerun":
             rerun(args.chapter, args.source, args.into, parse_sets(args.sets), live=args.live)
+        elif args.cmd == "exercises":
+            from .exercises import main as exercises_main
+            exercises_main(args.check)
         else:
             print(assets())
     except (ProfileError, ExecutorError) as e:

@@ -1,0 +1,109 @@
+"""The workshop's exercises (chapters/exercises.yml): every chapter 00–09 ends with 2–3 of them, at least one
+meant to run live within 5 minutes; the cells in the chapter sources and executed copies are the file's;
+the facilitator's page lists every exercise with its measured time; and (integration) every exercise
+under the smoke profile runs as its page says, in book order, in a copy of the project."""
+import shutil
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from skillbook.book import exercises as ex
+from skillbook.book import toc_chapters
+from skillbook.book.rerun import rerun
+from skillbook.profiles import ProfileError, project_root
+
+ROOT = project_root()
+TEACHING = [c for c in toc_chapters() if c < "10"]     # chapters 00–09 (10 is the findings table)
+
+
+def test_every_chapter_has_two_or_three_exercises_one_of_them_live_from_the_smoke_profile():
+    loaded = ex.load()
+    assert set(loaded) == set(TEACHING)
+    for chapter, items in loaded.items():
+        assert 2 <= len(items) <= 3, chapter
+        live = [e for e in items if e.live]
+        assert live, f"{chapter}: no exercise runs live"
+        assert all(e.rerun.get("from") == "smoke" for e in live), f"{chapter}: a live exercise the smoke test skips"
+        assert all(e.answer and e.look_for and e.question for e in items)
+
+
+def test_the_exercise_cells_of_sources_and_executed_copies_are_the_files():
+    assert ex.write_all(check=True) == [], "run `python -m skillbook.book exercises`"
+    for chapter in TEACHING:
+        for path in ex.notebooks(chapter, ROOT):
+            last = nbformat.read(path, as_version=4).cells[-1]
+            assert last.cell_type == "markdown" and last.id == ex.CELL_ID and ":class: dropdown" in last.source
+
+
+def test_the_command_is_the_make_rerun_line_with_the_exercises_parameters():
+    e = ex.Exercise(chapter="05_utility", id="x", title="t", question="q", look_for="l", answer="a",
+                    seconds=10, model="none", rerun={"from": "smoke", "set": {"n_buckets": 4, "tau": 0.2},
+                                                     "into": "kit", "live": True})
+    assert e.command_line() == "make rerun PROFILE=smoke CHAPTER=05_utility SET='n_buckets=4 tau=0.2' RUN=kit LIVE=1"
+    assert ex.Exercise(chapter="05_utility", id="x", title="t", question="q", look_for="l", answer="a", seconds=10,
+                       model="none", rerun={"set": {"tau": 0.2}}).command_line() == \
+        "make rerun CHAPTER=05_utility SET=tau=0.2 RUN=mine"
+
+
+def test_an_exercise_with_an_unknown_parameter_is_refused(tmp_path):
+    shutil.copytree(ROOT / "chapters", tmp_path / "chapters")
+    shutil.copytree(ROOT / "profiles", tmp_path / "profiles")
+    shutil.copy(ROOT / "_toc.yml", tmp_path / "_toc.yml")
+    (tmp_path / "chapters" / "exercises.yml").write_text(
+        "05_utility:\n- {id: a, title: t, question: q, look_for: l, answer: a, seconds: 1, model: none,\n"
+        "   rerun: {from: smoke, set: {n_bucket: 4}}}\n")
+    with pytest.raises(ProfileError, match=r"unknown parameter\(s\) \['n_bucket'\]"):
+        ex.load(tmp_path)
+    (tmp_path / "chapters" / "exercises.yml").write_text(
+        "05_utility:\n- {id: a, title: t, question: q, look_for: l, answer: a, seconds: 40, model: none,\n"
+        "   live: true, rerun: {from: workshop, set: {n_buckets: 4}}}\n")
+    with pytest.raises(ProfileError, match="marked live but does not start from the smoke profile"):
+        ex.load(tmp_path)
+
+
+def test_adding_the_cell_leaves_every_other_cell_and_output_as_it_was(tmp_path):
+    code = new_code_cell("print(1)", outputs=[new_output("stream", name="stdout", text="1\n")], execution_count=3)
+    nb = new_notebook(cells=[new_markdown_cell("# T"), code])
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    before = nbformat.read(path, as_version=4).cells
+    assert ex.apply(path, ex.cell("00_laboratory", []))
+    assert not ex.apply(path, ex.cell("00_laboratory", []))             # the same cell: nothing to do
+    e = ex.Exercise(chapter="00_laboratory", id="x", title="t", question="q", look_for="l", answer="a",
+                    seconds=10, model="none", command="ls")
+    assert ex.apply(path, ex.cell("00_laboratory", [e]))                # replaced, not added again
+    after = nbformat.read(path, as_version=4).cells
+    assert after[:2] == before and len(after) == 3 and "### 00.1 t" in after[2].source
+
+
+def test_the_facilitators_page_lists_every_exercise_with_its_measured_time():
+    page = (ROOT / "workshop.md").read_text()
+    assert ex.times_table(ex.load()) in page, "run `python -m skillbook.book exercises`"
+    assert "file: workshop" in (ROOT / "_toc.yml").read_text()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A copy of the project's chapters, profiles and table of contents, with an empty runs/ folder."""
+    root = tmp_path_factory.mktemp("kit")
+    for name in ("chapters", "profiles"):
+        shutil.copytree(ROOT / name, root / name)
+    for name in ("_toc.yml", "pyproject.toml"):
+        shutil.copy(ROOT / name, root / name)
+    (root / "runs").mkdir()
+    return root
+
+
+SMOKE = [e for chapter in TEACHING for e in ex.load().get(chapter, []) if e.rerun.get("from") == "smoke"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("exercise", SMOKE, ids=lambda e: e.id)
+def test_the_smoke_exercises_run_as_their_page_says(exercise, project):
+    """In book order (later chapters read the run folder's earlier records): live ones with the 0.5B model,
+    the others as a replay with no model call (`rerun` raises ReplayNeedsModel when one would be needed)."""
+    out = rerun(exercise.chapter, "smoke", exercise.rerun.get("into", "mine"), exercise.sets,
+                live=bool(exercise.rerun.get("live")), root=project, say=lambda s: None)
+    nb = nbformat.read(out, as_version=4)
+    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
