@@ -71,7 +71,11 @@ rerun: install check-java
 book: chapters html
 
 test: install check-java $(CLUSTER)
-	$(PY) -m pytest -q --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q -m "not exercises" --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# The workshop exercises run live in book order under the smoke profile (about an hour on 2 cores).
+test-exercises: install check-java
+	$(PY) -m pytest -q -m exercises tests/test_exercises.py
 
 bench: install
 	$(PY) bench/run.py

@@ -99,6 +99,7 @@ SMOKE = [e for chapter in TEACHING for e in ex.load().get(chapter, []) if e.reru
 
 
 @pytest.mark.integration
+@pytest.mark.exercises     # about an hour on 2 cores: `make test-exercises`; left out of `make test` (CI's 25 min)
 @pytest.mark.parametrize("exercise", SMOKE, ids=lambda e: e.id)
 def test_the_smoke_exercises_run_as_their_page_says(exercise, project):
     """In book order (later chapters read the run folder's earlier records): live ones with the 0.5B model,
