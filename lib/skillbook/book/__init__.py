@@ -304,7 +304,7 @@ def build(profile: str = CANONICAL_PROFILE, output: Path | None = None, root: Pa
     if output is not None:
         cmd += ["--path-output", str(output)]
     subprocess.run(cmd, check=True, cwd=book)
-    return (output or book) / "_build" / "html"
+    return Path(output or book) / "_build" / "html"
 
 
 def main(argv: list[str] | None = None) -> None:
