@@ -342,9 +342,9 @@ def _git(*args, cwd: Path) -> str:
 def pinned_checkout(project: Path, root: Path) -> Path:
     """The checkout the study runs from: the commit recorded at its first start (`<root>/code.txt`), as a
     worktree under `.study-code/` (created on first use)."""
-    head = _git("rev-parse", "HEAD", cwd=project)
     pin = root / "code.txt"
     if not pin.exists():
+        head = _git("rev-parse", "HEAD", cwd=project)
         if _git("status", "--porcelain", "--untracked-files=no", "lib", cwd=project):
             raise RuntimeError("the library has uncommitted changes: commit them before starting the study, "
                                "so that the code it runs from is recorded")
