@@ -164,3 +164,13 @@ def test_a_replay_miss_stops_a_run_instead_of_being_recorded_as_an_outcome(tmp_p
     assert not list((tmp_path / "run").rglob("*.jsonl.gz"))
     assert not (tmp_path / "run" / "episodes" / "open.jsonl").exists() or \
         not (tmp_path / "run" / "episodes" / "open.jsonl").read_text().strip()
+
+
+def test_the_lab_says_where_its_records_really_go(tmp_path):
+    # Real case: chapter 00 printed "records in runs/workshop/00_laboratory/" when runs_root sent
+    # them to a temporary folder.
+    from skillbook.book import Lab
+    lab = Lab("00_laboratory", profile="workshop", runs_root=str(tmp_path),
+              backend="openai:http://127.0.0.1:9/v1#m")
+    assert lab.where == f"{tmp_path / '00_laboratory'}/"
+    assert "runs/workshop" not in lab.where

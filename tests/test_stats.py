@@ -59,6 +59,19 @@ def test_wilson_interval_matches_statsmodels_and_the_published_values():
     assert all(np.isnan(wilson_interval(0, 0)))
 
 
+def test_wilson_interval_contains_the_estimate_at_zero_and_all():
+    # Real case: chapter 05 with n_buckets=2 put 0 of 9 successes in a bucket; centre - half came out
+    # as 2.8e-17 > 0 = p, so yerr = p - lo was negative and matplotlib's errorbar raised.
+    for n in range(1, 200):
+        lo, hi = wilson_interval(0, n)
+        assert lo == 0.0 and hi > 0
+        lo, hi = wilson_interval(n, n)
+        assert hi == 1.0 and lo < 1
+    lo, hi = wilson_interval(np.array([0, 9, 4]), np.array([9, 9, 9]))
+    p = np.array([0, 9, 4]) / 9
+    assert (p - lo >= 0).all() and (hi - p >= 0).all()
+
+
 def test_summarize_uses_wilson_for_binary_and_the_bootstrap_otherwise():
     df = pd.DataFrame({"agent": ["a"] * 4 + ["b"] * 4, "success": [1, 1, 0, 0, 1, 1, 1, 1],
                        "score": [0.1, 0.5, 0.2, np.nan, 0.9, 0.8, 1.0, 0.7]})

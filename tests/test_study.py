@@ -122,3 +122,33 @@ def test_library_growth_counts_each_skill_once_per_memory_stream(ran):
     assert set(g.condition) == {"task-text", "subtask-text", "subtask-placebo"}
     for _, s in g.groupby("condition"):
         assert s.skills.is_monotonic_increasing and len(s) == 4
+
+
+def test_findings_name_the_model_that_answered():
+    # Real case: the closing paragraph said "with the 1.5B model" whatever backend ran the streams.
+    import pandas as pd
+    from skillbook.papers.breakdown import study
+    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
+    claims = pd.DataFrame([{"claim": "subtask-text − subtask-none", "role": "primary", "paper": "+1.9 pp",
+                            "estimate": 0.05, "ci_low": -0.02, "ci_high": 0.12, "p": 0.2,
+                            "verdict": "not resolved", "n": 40}])
+    progress = pd.DataFrame({"hours": [1.5]}, index=["all"])
+    text = study.findings(claims, design, progress, final=False, model="`embedded:qwen2.5-coder-0.5b`")
+    assert "qwen2.5-coder-0.5b" in text and "1.5B" not in text
+    assert "interim: 40 of the pre-registered 223" in text
+
+
+def test_a_stopped_run_ends_with_its_message_not_a_traceback(tmp_path, monkeypatch, capsys):
+    # Real case: `study stop` (SIGINT) left a 12-line traceback ending in Interrupted in study.log.
+    import pytest
+    from skillbook import llm as llm_mod
+    from skillbook.papers.breakdown import study
+
+    def stopped(*a, **k):
+        raise study.Interrupted("stopped; finished episodes are recorded in X, run again to resume")
+    monkeypatch.setattr(study, "run_study", stopped)
+    monkeypatch.setattr(llm_mod, "get_llm", lambda *a, **k: None)
+    with pytest.raises(SystemExit) as e:
+        study.main(["run", "--profile", "study", "--runs-root", str(tmp_path)])
+    assert e.value.code == 130
+    assert "run again to resume" in capsys.readouterr().out

@@ -80,7 +80,10 @@ def wilson_interval(k, n, ci: float = 0.95):
         denom = 1 + z * z / n
         centre = (p + z * z / (2 * n)) / denom
         half = z / denom * np.sqrt(np.clip(p * (1 - p) / n + z * z / (4 * n * n), 0, None))
-    lo, hi = np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+    # The exact limits at k = 0 and k = n are 0 and 1; in floating point centre − half can land a few
+    # ulps above p̂ (0 of 9 gave 2.8e-17), and a plot's yerr = p̂ − lo then goes negative. The interval
+    # always contains p̂, so clamp to it.
+    lo, hi = np.clip(np.fmin(centre - half, p), 0, 1), np.clip(np.fmax(centre + half, p), 0, 1)
     if lo.ndim == 0:
         return float(lo), float(hi)
     return lo, hi

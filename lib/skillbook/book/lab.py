@@ -74,6 +74,16 @@ class Lab:
         self._envs: list = []
         self.t0 = time.time()
 
+    @property
+    def where(self) -> str:
+        """The records folder as a reader should see it: relative to the project when inside it
+        (`runs/workshop/02_induction/`), else the path given by `runs_root`."""
+        from ..profiles import project_root
+        try:
+            return f"{self.run_dir.resolve().relative_to(project_root().resolve())}/"
+        except ValueError:
+            return f"{self.run_dir}/"
+
     def env(self, name: str, **options):
         """An environment for the chapter's own use (closed by `finish`)."""
         env = make_env(name, **options)

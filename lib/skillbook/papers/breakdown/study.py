@@ -39,7 +39,7 @@ import pandas as pd
 
 from ...agent import AgentConfig
 from ...envs import sample_tasks
-from ...run import Condition, frame, load_condition, run_condition, run_conditions
+from ...run import Condition, Interrupted, frame, load_condition, run_condition, run_conditions
 from .pipeline import condition, interleave
 
 # -- calibration (DEV split) ------------------------------------------------------------------------------
@@ -312,12 +312,14 @@ def utility_claim(scored: pd.DataFrame) -> dict:
     return success_slope(scored, "utility", within=within)
 
 
-def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool) -> str:
-    """The chapter's closing paragraph, written from the claims table and the progress table."""
+def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
+             model: str = "the profile's model") -> str:
+    """The chapter's closing paragraph, written from the claims table and the progress table; `model` is
+    the backend that answered the recorded episodes (e.g. `lab.llm.backend`)."""
     n = int(claims["n"].dropna().max()) if len(claims) else 0
     hours = float(progress.loc["all", "hours"]) if "all" in progress.index else float("nan")
     lines = [f"**What was asked.** Does text-skill memory help at the subtask level and hurt at the task "
-             f"level (the interaction), on {design.task_types} with the 1.5B model?",
+             f"level (the interaction), on {design.task_types} with {model}?",
              f"**What ran.** {len(design.conditions)} streams over the same {n} {design.split} tasks "
              f"({'the pre-registered n' if final else f'interim: {n} of the pre-registered {design.n_tasks}'}), "
              f"{design.max_steps} steps per episode, {hours:.1f} hours of episodes in all."]
@@ -422,7 +424,11 @@ def main(argv: list[str] | None = None) -> None:
         # run (foreground)
         backend = load_profile(profile).get("backend")
         llm = get_llm(backend, ResponseCache.for_run(root / "streams"))
-        run_study(root, llm, design, until=args.until)
+        try:
+            run_study(root, llm, design, until=args.until)
+        except Interrupted as e:       # `stop` sends SIGINT: an expected end, not a crash with a traceback
+            print(f"\n{e}", flush=True)
+            sys.exit(130)
         print(status(root, design).to_string())
     except ProfileError as e:
         sys.exit(f"error: {e}")
