@@ -145,6 +145,28 @@ def test_workers_with_other_settings_are_refused_before_any_model_call(tmp_path,
     assert llm.calls == [] and load_episodes(tmp_path) == []
 
 
+def test_a_replacement_worker_with_other_settings_stops_the_run_and_keeps_what_finished(tmp_path, fake_env,
+                                                                                          monkeypatch):
+    # A dead worker's replacement may start on another node, with another commit installed: it is vetted
+    # as the first workers were, before it runs anything.
+    from skillbook.run import distributed
+    llm = FakeModel()
+    hello, said = distributed.EpisodeWorker.hello, []
+
+    def second_is_another_commit(self, env_options, mode):
+        h = hello(self, env_options, mode)
+        said.append(self)
+        if len(set(map(id, said))) > 1:
+            h["settings"]["agent_code"]["prompts"] = "another"
+        return h
+    monkeypatch.setattr(distributed.EpisodeWorker, "hello", second_is_another_commit)
+    ex = LocalExecutor(die={("stream", 2): 1})
+    with pytest.raises(ExecutorError, match=r"other settings \(agent_code.prompts\).*same commit"):
+        run(tmp_path, llm, memory=lambda: InducedMemory(llm, "text"), stream=True, executor=ex)
+    assert [e.task_id for e in load_episodes(tmp_path)] == TASKS[:2]   # the episodes before the death stay
+    assert ex.pools[0].started == 2 and ex.pools[0].closed
+
+
 def test_executor_names_and_a_missing_ray_are_explained(monkeypatch):
     with pytest.raises(ExecutorError, match="unknown executor 'dask'; valid executors: threads, ray"):
         parse_executor("dask")

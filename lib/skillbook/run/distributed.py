@@ -259,8 +259,8 @@ class RayPool:
         self._args = (payload, env_options, lookup)
         self.workers = [self._actor.remote(*self._args) for _ in range(n)]
 
-    def hello(self, env_options, mode, timeout_s: float = 900.0) -> list[dict]:
-        refs = [w.hello.remote(env_options, mode) for w in self.workers]
+    def hello(self, env_options, mode, workers=None, timeout_s: float = 900.0) -> list[dict]:
+        refs = [w.hello.remote(env_options, mode) for w in (self.workers if workers is None else workers)]
         try:
             return self.ray.get(refs, timeout=timeout_s)
         except Exception as e:   # noqa: BLE001
@@ -319,8 +319,9 @@ class _Job:
 
 def dispatch(pool, store, todo: dict[str, list[str]], recorded: dict[str, list], *, cache, retries: int,
              serial: bool, timeout_s: float, grace_s: float, on_episode: Callable[[], None],
-             poll_s: float = 1.0) -> dict[str, str]:
+             poll_s: float = 1.0, check: Callable[[Any], None] | None = None) -> dict[str, str]:
     """Run the streams' remaining episodes on `pool`'s workers; record each as it ends (the only writer).
+    `check(worker)` vets each replacement worker as the first ones were vetted (it raises to stop the run).
     Returns the streams that stopped at an infrastructure error (stream → task: error)."""
     from ..llm.cache import CacheError, ReplayMiss
     from ..records import Episode
@@ -351,7 +352,10 @@ def dispatch(pool, store, todo: dict[str, list[str]], recorded: dict[str, list],
             ready.appendleft(s)   # retried at once, as a thread retries, from the saved memory state
 
     def new_worker(old) -> None:
-        idle.append(pool.replace(old))
+        new = pool.replace(old)
+        if check is not None:   # it may start on another node, with another commit installed
+            check(new)
+        idle.append(new)
 
     def merge(result: dict, job: _Job) -> None:
         lines = result.get("responses") or []
@@ -417,16 +421,20 @@ def run_distributed(executor, store, todo, recorded, make_agent, probe, env_opti
     n = 1 if serial else max(1, min(executor.actors or workers, len(todo)))
     cache = getattr(probe.llm, "cache", None)
     pool = executor.start(make_agent, env_options, n, cache)
-    try:
-        for hello in pool.hello(env_options, mode):
+
+    def vet(workers=None) -> None:
+        """Every worker, the first ones and each replacement, must record this driver's settings."""
+        for hello in pool.hello(env_options, mode, workers):
             if hello["settings"] != settings:
                 from .store import _diff
                 raise ExecutorError(f"the worker on {hello['host']} (pid {hello['pid']}) would record other settings "
                                     f"({', '.join(_diff(settings, hello['settings']))}) than this driver: install "
                                     "the same commit of skillbook on every node")
+    try:
+        vet()
         failed = dispatch(pool, store, todo, recorded, cache=cache, retries=retries, serial=serial,
                           timeout_s=executor.episode_timeout_s, grace_s=executor.cancel_grace_s,
-                          on_episode=on_episode)
+                          on_episode=on_episode, check=lambda w: vet([w]))
     except BaseException:
         for w in list(pool.workers):
             try:
