@@ -201,3 +201,29 @@ def test_chapter_code_lines_fit_in_88_columns(path):
     long = [(i, line) for i, c in enumerate(nb.cells) if c.cell_type == "code"
             for line in c.source.splitlines() if len(line) > 88]
     assert not long, f"{path.name}: code lines over 88 characters are cut off on the page: {long[:3]}"
+
+
+def test_a_jittered_figure_is_the_same_on_every_execution(tmp_path):
+    # seaborn's stripplot jitters with numpy's global generator: unseeded, every replay rewrote the PNGs of
+    # chapters 00 and 01. The Lab seeds it with the chapter's seed.
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from skillbook.book import Lab
+
+    def figure() -> bytes:
+        Lab("x", runs_root=str(tmp_path), backend="openai:http://127.0.0.1:9/v1#m", seed=0)
+        fig, ax = plt.subplots()
+        sns.stripplot(data=__import__("pandas").DataFrame({"a": ["u"] * 20 + ["v"] * 20, "y": range(40)}), x="a", y="y", ax=ax)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        plt.close(fig)
+        return buf.getvalue()
+    first = figure()
+    import numpy as np
+    np.random.uniform(size=7)   # whatever ran before in the kernel
+    assert figure() == first

@@ -64,6 +64,17 @@ def test_records_are_append_only_and_a_replay_writes_nothing(tmp_path, fake_env,
     assert len((tmp_path / "sessions.jsonl").read_text().splitlines()) == 1
 
 
+def test_a_replay_shows_the_progress_line_a_live_run_ends_with(tmp_path, fake_env, capsys):
+    # A chapter replayed from its records must read as the live execution did: its progress bars (one line
+    # each on the page, book/reading.py) are shown finished, not left out.
+    run(tmp_path, FakeModel(), desc="count")
+    live = capsys.readouterr().err
+    run(tmp_path, FakeModel(), desc="count")
+    replay = capsys.readouterr().err
+    assert "count: 100%" in live and "4/4" in live
+    assert "count: 100%" in replay and "4/4" in replay
+
+
 def test_only_requested_tasks_and_only_recorded_files_are_returned(tmp_path, fake_env):
     llm = FakeModel()
     run(tmp_path, llm)

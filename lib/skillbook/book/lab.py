@@ -7,6 +7,7 @@ import time
 from html import escape
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import skillbook
@@ -65,6 +66,9 @@ class Lab:
         from ..profiles import project_root
 
         self.chapter, self.profile, self.seed = chapter, profile, seed
+        # Plots that draw from numpy's global generator (seaborn's stripplot jitter) are then the same on
+        # every execution, so a replayed chapter rewrites no figure.
+        np.random.seed(seed)
         self.root = Path(runs_root) if runs_root else project_root() / "runs" / profile
         self.run_dir = self.root / (records or chapter)
         self.run_dir.mkdir(parents=True, exist_ok=True)

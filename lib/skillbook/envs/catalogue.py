@@ -7,7 +7,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..io import atomic_write_json
-from .base import SPLITS, Env, Task
+from .base import SPLITS, Env, SimulatorError, Task
+
+SAVE_EVERY = 50   # gold paths computed between two saves of the per-user cache
 
 
 def catalogue(envs: list[Env], splits: tuple[str, ...] = SPLITS) -> pd.DataFrame:
@@ -41,10 +43,19 @@ def gold_lengths(env: Env, tasks: list[Task], progress: bool = True) -> dict[str
     path = _difficulty_file(env)
     known = json.loads(path.read_text()) if path.exists() else {}
     todo = [t for t in tasks if t.id not in known]
-    for t in tqdm(todo, desc=f"gold paths ({env.name})", disable=not progress or not todo):
-        known[t.id] = len(env.gold_actions(t))
-    if todo:
-        atomic_write_json(path, known)
+    new = 0
+    try:
+        for t in tqdm(todo, desc=f"gold paths ({env.name})", disable=not progress or not todo):
+            try:
+                known[t.id] = len(env.gold_actions(t))
+            except SimulatorError:   # a JVM that hung or died (a loaded machine): a fresh one tries again
+                known[t.id] = len(env.gold_actions(t))
+            new += 1
+            if new % SAVE_EVERY == 0:
+                atomic_write_json(path, known)
+    finally:   # what was computed is kept even when a later task fails
+        if new:
+            atomic_write_json(path, known)
     return {t.id: known[t.id] for t in tasks}
 
 

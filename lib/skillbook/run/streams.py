@@ -97,6 +97,9 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
     recorded = _recorded(store, streams)
     todo = {s: ids for s, ids in streams.items() if len(recorded[s]) < len(ids)}
     if not todo:   # a replay: read-only, nothing is locked, logged or written
+        total = sum(len(v) for v in streams.values())
+        # the finished bar a live run ends with, so that a replayed chapter reads as the live one did
+        tqdm(total=total, initial=total, desc=desc, disable=not progress).close()
         return episodes_frame(load_episodes(run_dir, streams))
     with store:
         store.check_or_start(settings, streams)
