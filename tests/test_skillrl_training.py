@@ -110,6 +110,13 @@ def test_config_checks_name_the_valid_choices():
         config_from(targets="q_proj,attention")
     with pytest.raises(ValueError, match="group must be at least 2"):
         config_from(group=1)
+    with pytest.raises(ValueError, match="use_vllm must be true or false"):
+        config_from(use_vllm="yes")
+    from skillbook.papers.skillrl.training import check_base
+    assert check_base("hf:Qwen/Qwen2.5-7B-Instruct") and check_base("qwen2.5-coder-0.5b")
+    for bad in ("Qwen/Qwen2.5-7B-Instruct", "hf:", "qwen2.5-coder-7b"):
+        with pytest.raises(ValueError, match=r"valid: qwen2\.5-coder-1\.5b, qwen2\.5-coder-0\.5b .*'hf:<model id>'"):
+            check_base(bad)
 
 
 def test_recorded_episodes_become_sft_rows_and_grpo_states_with_the_bank_in_the_prompt(recorded, tmp_path):
@@ -321,3 +328,63 @@ def test_train_policy_runs_every_stage_then_resumes_from_its_records(tokenizer, 
     with pytest.raises(ReplayMiss, match="GRPO round 1"):
         run()
     assert loads == ["qwen2.5-coder-0.5b"]
+
+
+@needs_extra
+def test_an_hf_policy_is_merged_into_a_copy_of_its_weights_and_named_for_vllm(tokenizer, tmp_path, monkeypatch,
+                                                                              one_thread):
+    """The GPU path of the training (train_base "hf:<id>"), on a tiny Qwen2 saved as a Hugging Face folder: it
+    loads through `load_base`, a LoRA adapter is merged into a copy of its weights in the per-user cache (the
+    merged model computes what base + adapter computes), and the policy is the backend vLLM serves."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from skillbook.llm.modelfiles import merged_hf_path
+    from skillbook.llm.servers import VLLMServer
+    from skillbook.papers.skillrl import training as T
+    monkeypatch.setenv("SKILLBOOK_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "tiny"
+    tiny_qwen2(tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    base = f"hf:{folder}"
+    model, tok = T.load_base(base)
+    assert model.dtype == torch.float32 and tok.pad_token is not None   # a CPU: float32
+    ids = torch.tensor([tok("Action: take key")["input_ids"]])
+    with torch.no_grad():
+        untrained = model(input_ids=ids).logits
+    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                            task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for name, p in peft.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)                 # a trained adapter changes the outputs
+    peft.save_pretrained(tmp_path / "adapter")
+    with torch.no_grad():
+        expected = peft(input_ids=ids).logits
+    targets = ("q_proj", "v_proj")
+    backend = T.export_policy(base, [tmp_path / "adapter"], targets)
+    pid = T.policy_id([tmp_path / "adapter"], targets)
+    assert backend == f"vllm:{folder}+{pid}"
+    spec = parse_backend(backend)
+    assert (spec.kind, spec.model, spec.adapter, str(spec)) == ("vllm", str(folder), pid, backend)
+    merged_dir = merged_hf_path(str(folder), pid)
+    assert (merged_dir / "config.json").exists() and str(tmp_path / "cache") in str(merged_dir)
+    from transformers import AutoModelForCausalLM
+    with torch.no_grad():
+        got = AutoModelForCausalLM.from_pretrained(merged_dir).eval()(input_ids=ids).logits
+    assert torch.allclose(got, expected, atol=1e-4)
+    assert not torch.allclose(got, untrained, atol=1e-3)
+    assert T.export_policy(base, [], targets) == f"vllm:{folder}"       # the untrained model, as it is
+    # the merged policy is its own model for the response cache; served under the base model's name
+    assert LLM(backend).identity == f"vllm:{folder}+{pid}" != LLM(f"vllm:{folder}").identity
+    import importlib.util
+    if importlib.util.find_spec("vllm") is None:
+        with pytest.raises(BackendError, match="needs vLLM"):
+            VLLMServer(str(folder), adapter=pid)
+    else:
+        server = VLLMServer(str(folder), adapter=pid)
+        assert server.weights == str(merged_dir) and server.model == str(folder)
+    with pytest.raises(BackendError, match="export_policy"):
+        VLLMServer(str(folder), adapter="lora-ffffffffffffffff")
+    with pytest.raises(BackendError, match="expected 'lora-' and 16 hex"):
+        parse_backend(f"vllm:{folder}+lora-12")

@@ -8,6 +8,8 @@
     openai:<base_url>#<model>        any OpenAI-compatible server; key from $SKILLBOOK_API_KEY or $OPENAI_API_KEY
     openai:<url>,<url>,...#<model>   a fleet of servers of one model: requests go to the least busy one
     vllm:<hf-model-id>               starts `vllm serve` (needs the optional `gpu` extra and a GPU)
+    vllm:<hf-model-id>+lora-<16 hex> that model with trained LoRA adapters merged in (SkillRL's training on a
+                                     GPU, `train_base: "hf:<id>"`; the merged weights live in the per-user cache)
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ class BackendSpec:
     kind: str           # embedded | openai | vllm
     model: str          # embedded model name, served model id, or HF model id
     base_url: str = ""  # only for openai: one URL, or several joined by commas (a fleet)
-    adapter: str = ""   # only for embedded: "lora-<16 hex>", merged adapters (see ADAPTER)
+    adapter: str = ""   # embedded or vllm: "lora-<16 hex>", merged adapters (see ADAPTER)
 
     @property
     def base_urls(self) -> tuple[str, ...]:
@@ -73,7 +75,8 @@ ADAPTER = re.compile(r"lora-[0-9a-f]{16}")
 _USAGE = ("valid backends: " + ", ".join(f"'embedded:{m}'" for m in EMBEDDED_MODELS)
           + ", 'embedded:<model>+lora-<16 hex digits>' (a trained policy)"
           + ", 'openai:<base_url>#<model>' (e.g. openai:http://localhost:8000/v1#Qwen/Qwen2.5-7B-Instruct),"
-          " 'openai:<url>,<url>,...#<model>' (a fleet of servers of that model), 'vllm:<hf-model-id>'")
+          " 'openai:<url>,<url>,...#<model>' (a fleet of servers of that model), 'vllm:<hf-model-id>',"
+          " 'vllm:<hf-model-id>+lora-<16 hex digits>' (a trained policy)")
 
 
 def parse_backend(backend: str) -> BackendSpec:
@@ -94,9 +97,14 @@ def parse_backend(backend: str) -> BackendSpec:
                                f"digits; {_USAGE}")
         return BackendSpec("embedded", model, adapter=adapter)
     if kind == "vllm":
-        if not rest:
+        model, sep, adapter = rest.rpartition("+lora-")
+        model, adapter = (model, "lora-" + adapter) if sep else (rest, "")
+        if not model:
             raise BackendError(f"vllm backend needs a model id, e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct'; {_USAGE}")
-        return BackendSpec("vllm", rest)
+        if adapter and not ADAPTER.fullmatch(adapter):
+            raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
+                               f"digits; {_USAGE}")
+        return BackendSpec("vllm", model, adapter=adapter)
     # openai:<base_url>#<model>, or openai:<url>,<url>,...#<model> (a fleet serving one model)
     if "#" not in rest:
         raise BackendError(f"openai backend {backend!r} lacks '#<model>'; {_USAGE}")

@@ -161,7 +161,8 @@ class LLM:
             self.identity = "gguf-sha256:" + EMBEDDED_MODELS[self.spec.model].sha256 + (
                 f"+{self.spec.adapter}" if self.spec.adapter else "")
         else:
-            self.identity = f"{self.spec.kind}:{self.spec.model}"
+            self.identity = f"{self.spec.kind}:{self.spec.model}" + (f"+{self.spec.adapter}" if self.spec.adapter
+                                                                      else "")
         self._client_lock = threading.Lock()
 
     # -- connection -------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -29,6 +30,13 @@ def merged_gguf_path(name: str, adapter: str) -> Path:
     per-user cache beside the base model (it is rebuilt from the adapters, which the run records keep)."""
     model = EMBEDDED_MODELS[name]
     return cache_dir() / "models" / f"{model.name}-{model.sha256[:12]}+{adapter}.gguf"
+
+
+def merged_hf_path(model: str, adapter: str) -> Path:
+    """Where a Hugging Face model (hub id or folder) with merged adapters `adapter` ("lora-<hex>") lives: a
+    folder in the per-user cache named by the model id and the adapters' digest, never by a path of the run."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.strip("/"))[-80:]
+    return cache_dir() / "policies" / f"{slug}+{adapter}"
 
 
 def gguf_path(name: str, adapter: str = "") -> Path:

@@ -124,15 +124,25 @@ class EmbeddedServer(_ChildServer):
 class VLLMServer(_ChildServer):
     """`vllm serve <model>` on a free local port (GPU machines with the `gpu` extra)."""
 
-    def __init__(self, model: str, start_timeout: float = 1800.0):
+    def __init__(self, model: str, start_timeout: float = 1800.0, adapter: str = ""):
+        backend = f"vllm:{model}" + (f"+{adapter}" if adapter else "")
+        self.weights = model
+        if adapter:   # a trained policy: the merged weights SkillRL's training exported
+            from .modelfiles import merged_hf_path
+            path = merged_hf_path(model, adapter)
+            if not (path / "config.json").exists():
+                raise BackendError(
+                    f"no merged model {backend} in {path.parent}: export it from its adapters with "
+                    "skillbook.papers.skillrl.training.export_policy (chapter 07's training records hold them)")
+            self.weights = str(path)
         if importlib.util.find_spec("vllm") is None:
             raise BackendError(
-                f"backend 'vllm:{model}' needs vLLM, which is not installed: on a CUDA machine run "
+                f"backend '{backend}' needs vLLM, which is not installed: on a CUDA machine run "
                 "`.venv/bin/pip install -e '.[gpu]'`, or serve the model yourself and use "
                 "'openai:<base_url>#<model>'")
         super().__init__()
-        self.model = model
-        self.name = "vllm-" + model.replace("/", "_")
+        self.model = model   # requests name the base model; the weights may be the merged ones
+        self.name = "vllm-" + model.replace("/", "_") + (f"+{adapter}" if adapter else "")
         self.start_timeout = start_timeout
 
     def _command(self) -> list[str]:
@@ -140,7 +150,7 @@ class VLLMServer(_ChildServer):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", self.weights,
                 "--host", "127.0.0.1", "--port", str(self.port), "--served-model-name", self.model]
 
     def _wait_ready(self) -> str:
@@ -167,7 +177,7 @@ def server_for(spec: BackendSpec, **options) -> _ChildServer:
             if spec.kind == "embedded":
                 _SERVERS[key] = EmbeddedServer(spec.model, adapter=spec.adapter, **options)
             elif spec.kind == "vllm":
-                _SERVERS[key] = VLLMServer(spec.model, **options)
+                _SERVERS[key] = VLLMServer(spec.model, adapter=spec.adapter, **options)
             else:
                 raise BackendError(f"backend {key!r} is not started by skillbook")
         return _SERVERS[key]

@@ -49,6 +49,12 @@ Formats (one JSON object per line, UTF-8):
                    "score": score before the step, "messages": [... ending with the user turn the
                    policy answers]}
 
+**Models.** `base` is a packaged model ("qwen2.5-coder-0.5b": dequantised from its GGUF, trained in
+float32 on the CPU, exported back to GGUF and served by llama.cpp) or "hf:<model id or folder>" (any causal
+LM of the Hugging Face hub, e.g. "hf:Qwen/Qwen2.5-7B-Instruct", the paper's: bfloat16 on a CUDA GPU, float32
+on a CPU; GRPO samples with vLLM when `use_vllm` is set; the adapters are merged into a copy of its weights
+in the per-user cache and served as `vllm:<id>+lora-<digest>`, the untrained model as `vllm:<id>`).
+
 Training needs the optional `train` extra (trl, peft, accelerate, gguf, datasets); `require_extra` says
 so before any model time. Nothing here runs a model unless a stage is missing from the records.
 """
@@ -124,6 +130,7 @@ class TrainConfig:
     max_prompt_tokens: int = 6000       # states with a longer conversation are left out (paper: 6,000)
     seed: int = 0
     threads: int = 0                    # torch threads (0: torch's default)
+    use_vllm: bool = False              # GRPO samples its G replies with vLLM (a CUDA GPU and the `gpu` extra)
 
     def validate(self) -> "TrainConfig":
         for name in ("lora_r", "lora_alpha", "sft_epochs", "sft_batch", "sft_max_tokens", "group",
@@ -140,6 +147,8 @@ class TrainConfig:
         for name in ("kl", "invalid_penalty", "success_bonus"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be ≥ 0, got {getattr(self, name)!r}")
+        if not isinstance(self.use_vllm, bool):
+            raise ValueError(f"use_vllm must be true or false, got {self.use_vllm!r}")
         bad = [t for t in self.targets if t not in GGUF_NAMES]
         if bad or not self.targets:
             raise ValueError(f"unknown LoRA target(s) {bad or '(none)'}; valid: {', '.join(GGUF_NAMES)}")
@@ -288,16 +297,49 @@ def sft_features(tokenizer, messages: list[dict], train: list[bool], max_tokens:
 
 
 # -- models ------------------------------------------------------------------------------------------------
+HF = "hf:"   # a policy from the Hugging Face hub or a local folder of one (see the module docstring)
+
+
+def hf_model(base: str) -> str:
+    """The model id (or folder) of an "hf:<id>" policy; "" for a packaged one."""
+    return base[len(HF):].strip() if base.startswith(HF) else ""
+
+
+def check_base(base: str) -> str:
+    """`base` if it names a policy model; else a ValueError naming the valid choices (before any model time)."""
+    if base in EMBEDDED_MODELS or hf_model(base):
+        return base
+    raise ValueError(f"unknown policy model {base!r}; valid: {', '.join(EMBEDDED_MODELS)} (the packaged models, "
+                     "trained on the CPU and exported back to GGUF) or 'hf:<model id>', e.g. "
+                     "'hf:Qwen/Qwen2.5-7B-Instruct' (any Hugging Face causal LM; a GPU, served by vLLM)")
+
+
+def cuda_available() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
 def load_base(base: str, threads: int = 0):
-    """(model, tokenizer) of a packaged model, dequantised from its GGUF to float32 (CPU training)."""
-    if base not in EMBEDDED_MODELS:
-        raise ValueError(f"unknown policy model {base!r}; valid: {', '.join(EMBEDDED_MODELS)} (the packaged "
-                         "models, which the trained policy is exported back to)")
+    """(model, tokenizer) of the policy to train: a packaged model dequantised from its GGUF to float32 (CPU
+    training), or an "hf:" model in bfloat16 on a GPU (float32 on a CPU)."""
+    check_base(base)
     require_extra()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     if threads:
         torch.set_num_threads(threads)
+    if hf_model(base):
+        name, cuda = hf_model(base), cuda_available()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16 if cuda else torch.float32,
+                                                         device_map="auto" if cuda else None)
+        except OSError as e:   # not in the local HF cache and the hub not reachable (HF_HUB_OFFLINE=1)
+            raise TrainingUnavailable(f"cannot load {name!r}: {e}. Download it once (unset HF_HUB_OFFLINE, or "
+                                      "`huggingface-cli download <id>`) or give a local folder: 'hf:/path'") from e
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        return model, tokenizer
     path = gguf_path(base)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
@@ -332,8 +374,8 @@ def _common_args(out: Path, config: TrainConfig) -> dict:
     # checkpoints every step: a killed laptop run resumes from its last step (they are not records: the
     # folder is ignored by git and removed when the stage is done)
     return dict(output_dir=str(out / ".checkpoints"), logging_steps=1, save_strategy="steps", save_steps=1,
-                save_total_limit=1, report_to="none", use_cpu=True, seed=config.seed, data_seed=config.seed,
-                dataloader_num_workers=0, disable_tqdm=True)
+                save_total_limit=1, report_to="none", use_cpu=not cuda_available(), bf16=cuda_available(), seed=config.seed,
+                data_seed=config.seed, dataloader_num_workers=0, disable_tqdm=True)
 
 
 def sft(model, tokenizer, rows: list[dict], out: Path, config: TrainConfig) -> dict:
@@ -435,13 +477,19 @@ def grpo(model, tokenizer, states: list[dict], out: Path, config: TrainConfig, r
               <= config.max_prompt_tokens]
     if not states:
         raise ValueError(f"GRPO needs at least one state within max_prompt_tokens={config.max_prompt_tokens}")
+    vllm = {}
+    if config.use_vllm:
+        if not cuda_available() or importlib.util.find_spec("vllm") is None:
+            raise TrainingUnavailable("use_vllm needs a CUDA GPU and vLLM (`pip install -e '.[gpu]'`); set "
+                                      "use_vllm: false to sample with transformers")
+        vllm = dict(use_vllm=True, vllm_mode="colocate")   # generation in the trainer's own process and GPU
     data = Dataset.from_list([{"prompt": s["messages"], "task_id": s["task_id"], "prefix": s["prefix"],
                                "score": s["score"]} for s in states])
     args = GRPOConfig(**_common_args(out, config), learning_rate=config.grpo_lr, max_steps=steps,
                       per_device_train_batch_size=config.group, gradient_accumulation_steps=config.states_per_step,
                       num_generations=config.group, max_completion_length=config.max_completion_tokens,
                       temperature=config.temperature, beta=config.kl, loss_type="grpo", scale_rewards="group",
-                      num_iterations=1, lr_scheduler_type="constant", warmup_steps=0)
+                      num_iterations=1, lr_scheduler_type="constant", warmup_steps=0, **vllm)
     from peft import PeftModel
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data, processing_class=tokenizer,
                           peft_config=None if isinstance(model, PeftModel) else _lora(config))
@@ -539,10 +587,44 @@ def write_merged_gguf(src: Path, dst: Path, deltas: dict[str, np.ndarray], f32: 
     return dst
 
 
+def export_hf_policy(name: str, adapters: list[Path], pid: str) -> Path:
+    """The weights of HF model `name` with `adapters` merged in, saved (with its tokenizer) as a folder in
+    the per-user cache that vLLM serves; written to a temporary folder and renamed into place."""
+    import shutil
+
+    from peft import PeftModel
+
+    from ...llm.modelfiles import merged_hf_path
+    dst = merged_hf_path(name, pid)
+    model, tokenizer = load_base(HF + name)
+    for a in adapters:
+        model = merged(PeftModel.from_pretrained(model, str(a)))
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        tmp.rename(dst)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dst
+
+
 def export_policy(base: str, adapters: list[Path], targets: tuple, export: bool = True) -> str:
     """The backend string of `base` with `adapters` merged (none: the base through the same F32 path),
     exporting its GGUF into the per-user cache unless it is there already (or `export` is False: a replay
-    whose answers are all recorded needs the name only, never the model)."""
+    whose answers are all recorded needs the name only, never the model). An "hf:" base is merged into a
+    copy of its weights (`export_hf_policy`) and served by vLLM; with no adapter it is served as it is."""
+    if hf_model(base):
+        name = hf_model(base)
+        if not adapters:
+            return f"vllm:{name}"
+        pid = policy_id(adapters, targets)
+        from ...llm.modelfiles import merged_hf_path
+        if export and not (merged_hf_path(name, pid) / "config.json").exists():
+            require_extra()
+            export_hf_policy(name, adapters, pid)
+        return f"vllm:{name}+{pid}"
     pid = policy_id(adapters, targets)
     dst = merged_gguf_path(base, pid)
     if export and not dst.exists():
@@ -613,8 +695,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
         raise ValueError(f"unknown training condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
-    if base not in EMBEDDED_MODELS:
-        raise ValueError(f"unknown policy model {base!r}; valid: {', '.join(EMBEDDED_MODELS)}")
+    check_base(base)
     run_dir = Path(run_dir)
     memory_kw = dict(memory_options or {})
     SkillBankMemory(SkillLibrary(), **memory_kw)          # its parameters are checked before any model time
@@ -750,6 +831,7 @@ def _stop(llm) -> None:
 
 
 __all__ = ["TRAIN_EXTRA", "CONDITIONS", "TrainingUnavailable", "missing_extra", "require_extra", "TrainConfig",
+           "HF", "hf_model", "check_base", "cuda_available", "export_hf_policy",
            "PAPER", "config_from", "ScriptedModel", "transcribe", "training_data", "write_jsonl", "read_jsonl",
            "sft_features", "load_base", "merged", "sft", "StepReward", "grpo", "generate", "policy_id", "lora_deltas",
            "write_merged_gguf", "export_policy", "TrainingRun", "train_policy"]
