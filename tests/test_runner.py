@@ -226,6 +226,21 @@ def test_live_minutes_counts_overlapping_sessions_once():
     assert live_minutes(pd.concat([s, later], ignore_index=True)) == pytest.approx(17.0)
 
 
+def test_sittings_and_stage_costs_of_a_chapters_runs(tmp_path, fake_env):
+    # chapter 06 says what its runs cost per sitting (execution) and per stage
+    from skillbook.run import sittings, stage_costs
+    llm = FakeModel()
+    run(tmp_path / "upstream" / "pass1", llm, tasks=TASKS[:2])
+    run(tmp_path / "test" / "none", llm, tasks=TASKS)
+    s = sittings(tmp_path)
+    assert list(s.columns) == ["execution", "started", "live_min", "episodes"]
+    assert s.episodes.sum() == 6 and len(s) == 1       # one process: one sitting
+    c = stage_costs(tmp_path)
+    assert sorted(c.index) == ["test", "upstream"] and c.loc["test", "episodes"] == 4
+    assert (c.live_calls > 0).all() and (c.cached == 0).all()
+    assert sittings(tmp_path / "nothing").empty
+
+
 RUN_SCRIPT = """
 import sys, time
 from skillbook.agent import Agent, AgentConfig

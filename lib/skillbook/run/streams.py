@@ -254,6 +254,43 @@ def live_minutes(sessions: pd.DataFrame) -> float:
     return float(sum((g.end.max() - g.start.min()).total_seconds() for _, g in spans) / 60)
 
 
+def sittings(root: str | Path) -> pd.DataFrame:
+    """Per execution (a sitting: one process that ran episodes) of every run directory under `root`: when
+    it started, its live minutes (`live_minutes`) and the episodes it ran. What else loaded the machine is
+    not recorded: a chapter that knows it says so beside the execution id."""
+    paths = sorted(Path(root).rglob("sessions.jsonl"))
+    frames = [run_sessions(p.parent) for p in paths]
+    ses = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
+    if ses is None:
+        return pd.DataFrame(columns=["execution", "started", "live_min", "episodes"])
+    ses["execution"] = ses["execution"].fillna("") if "execution" in ses else ""
+    rows = [{"execution": x, "started": pd.to_datetime(g.started).min(), "live_min": live_minutes(g),
+             "episodes": int(g.episodes_run.sum())} for x, g in ses.groupby("execution", sort=False)]
+    return pd.DataFrame(rows).sort_values("started", ignore_index=True)
+
+
+def stage_costs(root: str | Path) -> pd.DataFrame:
+    """Per stage (the first folder below `root` that holds run directories, e.g. upstream, masks, test):
+    the episodes that made at least one live model call, their wall seconds (min, median, max), their live
+    calls and the model seconds per live call; episodes answered wholly from the response cache (a prompt
+    asked earlier in the run) are counted apart, as `cached`."""
+    root, rows = Path(root), []
+    for p in sorted(root.rglob("run.json")):
+        stage = p.parent.relative_to(root).parts[0] if p.parent != root else "."
+        for e in load_episodes(p.parent):
+            live = [c for c in e.calls if not c.cached]
+            rows.append({"stage": stage, "wall_s": e.wall_s, "cached": bool(e.calls) and not live,
+                         "live_calls": len(live), "model_s": sum(c.latency_s for c in live)})
+    df = pd.DataFrame(rows, columns=["stage", "wall_s", "cached", "live_calls", "model_s"])
+    ran = df[~df.cached.astype(bool)]
+    out = ran.groupby("stage", sort=False).agg(
+        episodes=("wall_s", "size"), min_s=("wall_s", "min"), median_s=("wall_s", "median"),
+        max_s=("wall_s", "max"), live_calls=("live_calls", "sum"), model_s=("model_s", "sum"))
+    out["cached"] = df[df.cached.astype(bool)].groupby("stage").size().reindex(out.index, fill_value=0)
+    out["s_per_live_call"] = out.model_s / out.live_calls.where(out.live_calls > 0)
+    return out.drop(columns="model_s")
+
+
 def load_episodes(run_dir: str | Path, streams: dict[str, list[str]] | list[str] | None = None) -> list[Episode]:
     """The recorded episodes of a run directory, stream by stream in order: of the given streams (a
     mapping to their task ids, or names), else of every stream in its manifest."""
