@@ -169,6 +169,9 @@ def test_one_sft_step_and_one_grpo_step_end_to_end(tokenizer, recorded, fake_env
     base = tiny_qwen2(tokenizer)
     base.load_state_dict(weights)
     reloaded = PeftModel.from_pretrained(base, str(tmp_path / "sft" / "adapter"))
+    # the record holds the adapter only (no tokenizer copy, no pickled trainer arguments)
+    assert sorted(p.name for p in (tmp_path / "sft" / "adapter").iterdir()) == [
+        "adapter_config.json", "adapter_model.safetensors"]
     for (n1, p1), (n2, p2) in zip(out["model"].named_parameters(), reloaded.named_parameters()):
         assert n1 == n2 and torch.equal(p1, p2), n1
     assert isinstance(generate(reloaded, tokenizer, rows[0]["messages"][:2], 5), str)

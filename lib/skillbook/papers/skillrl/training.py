@@ -378,6 +378,15 @@ def _common_args(out: Path, config: TrainConfig) -> dict:
                 data_seed=config.seed, dataloader_num_workers=0, disable_tqdm=True)
 
 
+def save_adapter(model, folder: Path) -> Path:
+    """The LoRA adapter only (its config and weights: what `policy_id`, `export_policy` and a resumed stage
+    read). Trainer.save_model would add the tokenizer (11 MB, the base model's own) and pickled training
+    arguments to every committed record."""
+    model.save_pretrained(str(folder))
+    (Path(folder) / "README.md").unlink(missing_ok=True)   # PEFT's model-card template
+    return Path(folder)
+
+
 def sft(model, tokenizer, rows: list[dict], out: Path, config: TrainConfig) -> dict:
     """Cold-start SFT with a LoRA adapter; the adapter goes to `out/adapter`, the log to `out/log.json`.
     Resumes from the last checkpoint; returns the log (per-step loss)."""
@@ -397,7 +406,7 @@ def sft(model, tokenizer, rows: list[dict], out: Path, config: TrainConfig) -> d
                          peft_config=_lora(config))
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=_last_checkpoint(out / ".checkpoints"))
-    trainer.save_model(str(out / "adapter"))
+    save_adapter(trainer.model, out / "adapter")
     log = {"stage": "sft", "examples": len(data), "tokens": sum(len(d["input_ids"]) for d in data),
            "trained_tokens": sum(sum(x != -100 for x in d["labels"]) for d in data),
            "seconds": round(time.perf_counter() - t0, 1), "config": config.row(),
@@ -495,7 +504,7 @@ def grpo(model, tokenizer, states: list[dict], out: Path, config: TrainConfig, r
                           peft_config=None if isinstance(model, PeftModel) else _lora(config))
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=_last_checkpoint(out / ".checkpoints"))
-    trainer.save_model(str(out / "adapter"))
+    save_adapter(trainer.model, out / "adapter")
     log = {"stage": "grpo", "states": len(states), "steps": steps, "seconds": round(time.perf_counter() - t0, 1),
            "config": config.row(), "history": [h for h in trainer.state.log_history if "reward" in h or "loss" in h]}
     atomic_write_json(out / "log.json", log, indent=1)
@@ -831,7 +840,7 @@ def _stop(llm) -> None:
 
 
 __all__ = ["TRAIN_EXTRA", "CONDITIONS", "TrainingUnavailable", "missing_extra", "require_extra", "TrainConfig",
-           "HF", "hf_model", "check_base", "cuda_available", "export_hf_policy",
+           "HF", "hf_model", "check_base", "cuda_available", "export_hf_policy", "save_adapter",
            "PAPER", "config_from", "ScriptedModel", "transcribe", "training_data", "write_jsonl", "read_jsonl",
            "sft_features", "load_base", "merged", "sft", "StepReward", "grpo", "generate", "policy_id", "lora_deltas",
            "write_merged_gguf", "export_policy", "TrainingRun", "train_policy"]
