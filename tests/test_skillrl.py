@@ -123,6 +123,20 @@ def test_an_evolution_round_adds_dyn_skills_from_capped_last_steps():
     assert evolution_round(Teacher(ScriptedModel([])), lib, [ep("heat", 0, 1.0, success=True)])["added"] == []
 
 
+def test_evolution_rows_count_each_categorys_own_new_skills():
+    # Real case: chapter 07's table showed a round's 3 new skills as 3 for every triggered category.
+    from skillbook.papers.skillrl.pipeline import evolution_rows
+    lib, _ = bank_from_json(PUBLIC)
+    eps = [ep("heat", i, 0.0) for i in range(3)] + [ep("cool", i, 0.0) for i in range(3)]
+    reply = json.dumps([{"title": "Heat Before Placing", "principle": "p", "when_to_apply": "w", "category": "heat"},
+                        {"title": "Open First", "principle": "p2", "when_to_apply": "w2"}])
+    info = evolution_round(Teacher(ScriptedModel([reply])), lib, eps)
+    assert sorted(info["triggered"]) == ["cool", "heat"] and len(info["added"]) == 2
+    rows = {r["category"]: r for r in evolution_rows(0, info, lib)}
+    assert (rows["heat"]["added"], rows["heat"]["added_general"]) == (1, 1)
+    assert (rows["cool"]["added"], rows["cool"]["added_general"]) == (0, 1)
+
+
 # -- routing: each task gets its own category's skills (issue 13) -------------------------------------------
 HAND = {  # a small bank in the public layout, written by hand for the three calibrated games
     "general_skills": [{"skill_id": "gen_001", "title": "Check Before Acting", "when_to_apply": "before every action",

@@ -192,6 +192,18 @@ def evolution_round(teacher: Teacher, bank: SkillLibrary, episodes, delta: float
     return out
 
 
+def evolution_rows(r: int, info: dict, bank: SkillLibrary) -> list[dict]:
+    """One row per category of an evolution round: its validation success, whether it triggered evolution,
+    and how many of the round's new skills are that category's (a new skill without a category — several
+    categories triggered at once — counts as `added_general` on every triggered row, not as each one's)."""
+    new = [bank.skills.get(i) for i in info["added"]]
+    cats = [s.extra.get("category") for s in new if s is not None]
+    return [{"round": r, "category": c, "success": acc, "triggered": c in info["triggered"],
+             "added": sum(1 for x in cats if x == c),
+             "added_general": sum(1 for x in cats if x is None) if c in info["triggered"] else 0}
+            for c, acc in info["success"].items()]
+
+
 def save_bank(path: Path, bank: SkillLibrary, metadata: dict | None = None) -> None:
     atomic_write_json(Path(path), bank_to_json(bank, metadata), indent=1)
 
@@ -382,9 +394,7 @@ def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], ag
             bank, meta = load_bank(nxt)
             info = meta["evolution"]
         banks.append(bank)
-        for cat, acc in info["success"].items():
-            rows.append({"round": r, "category": cat, "success": acc, "triggered": cat in info["triggered"],
-                         "added": len(info["added"]) if cat in info["triggered"] else 0})
+        rows += evolution_rows(r, info, bank)
     raw: dict[str, list[str]] = {}
     for e in train:
         raw.setdefault(e.task_type, []).append(render_run(e))

@@ -699,7 +699,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     evolution's trigger. Everything recorded is reused; the model is loaded only when a stage is missing."""
     from ...llm import get_llm
     from ...run import Condition, run_condition
-    from .pipeline import Teacher, evolution_round, load_bank, save_bank
+    from .pipeline import Teacher, evolution_round, evolution_rows, load_bank, save_bank
     config.validate()
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
@@ -806,11 +806,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
                 save_bank(nxt, b, {"round": r + 1, "evolution": info, "teacher_errors": list(teacher_.errors)})
             b, meta_b = load_bank(nxt)
             banks.append(b)
-            info = meta_b["evolution"]
-            for cat, acc in info["success"].items():
-                fired = cat in info["triggered"]
-                rows_h.append({"round": r, "category": cat, "success": acc, "triggered": fired,
-                               "added": len(info["added"]) if fired else 0})
+            rows_h += evolution_rows(r, meta_b["evolution"], b)
     finally:
         reward.close()
 
