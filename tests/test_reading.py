@@ -151,6 +151,18 @@ def test_the_closing_table_of_a_chapter_is_one_line_that_unfolds():
     assert type(t.head(1)) is not FoldedTable                      # derived frames are plain
 
 
+def test_a_replays_closing_table_shows_what_the_recorded_live_run_cost(tmp_path):
+    # Real case: after a replay the closing table of chapter 01 read "0 model calls", hiding the live run's 477.
+    import json
+    lab = Lab("01_agents", runs_root=str(tmp_path), backend="openai:http://127.0.0.1:9/v1#m")
+    recorded = {**lab.summary(), "calls": 477, "live_calls": 457, "cache_hits": 20, "recorded_model_seconds": 1145.2}
+    (lab.run_dir / "summary-01_agents.json").write_text(json.dumps(recorded))
+    html = lab.finish()._repr_html_()
+    assert "replayed from the records. The recorded live run made 477 model calls, 457 live (19.1 min" in html
+    assert "this execution 0 calls, 0 live" in html and "recorded live run" in html
+    assert json.loads((lab.run_dir / "summary-01_agents.json").read_text())["calls"] == 477   # not rewritten
+
+
 def claim(name, primary, a, b, paper="+1.9 pp"):
     import pandas as pd
     df = pd.DataFrame({"task_id": list(range(len(a))) * 2, "condition": ["a"] * len(a) + ["b"] * len(b),

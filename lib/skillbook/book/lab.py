@@ -108,8 +108,21 @@ class Lab:
             env.close()
         self.cache.save()
         s = self.summary()
+        recorded = self.run_dir / f"summary-{self.chapter}.json"
         if s["live_calls"]:
-            atomic_write_json(self.run_dir / f"summary-{self.chapter}.json", s, indent=1)
+            atomic_write_json(recorded, s, indent=1)
+        elif recorded.exists():
+            # a replay: the page shows what the recorded live run cost, beside what this execution did
+            import json
+            r = json.loads(recorded.read_text())
+            keep = ("backend", "model_identity", "deterministic", "calls", "live_calls", "cache_hits",
+                    "prompt_tokens", "completion_tokens", "recorded_model_seconds", "errors", "machine")
+            table = pd.DataFrame({"recorded live run": pd.Series({k: r.get(k) for k in keep}, dtype=object),
+                                  "this execution": pd.Series({k: s.get(k) for k in keep}, dtype=object)})
+            line = (f"{r['backend']}: replayed from the records. The recorded live run made {r['calls']} model "
+                    f"calls, {r['live_calls']} live ({r['recorded_model_seconds'] / 60:.1f} min of model time); "
+                    f"this execution {s['calls']} calls, {s['live_calls']} live")
+            return FoldedTable(table).fold(line)
         shown = {k: v for k, v in s.items() if k not in ("wall_seconds", "live_seconds", "python", "machine")}
         line = (f"{s['backend']}: {s['calls']} model calls, {s['cache_hits']} answered from the response cache, "
                 f"{s['live_calls']} live; {s['prompt_tokens']:,} prompt and {s['completion_tokens']:,} output tokens")
