@@ -224,8 +224,9 @@ def test_paper_profile_counts_from_the_chapters_and_the_split_sizes():
         per[r["chapter"]] = per.get(r["chapter"], 0) + r["episodes"]
     # 14 task types × 30, but boil and melt have 9 test variations each: 12 × 30 + 2 × 9 = 378 tasks
     assert per["01"] == 2 * 378 and per["02"] == 6 * 378
-    # 07: 6 games × (5 train + 5 rounds × 5 dev + 5 conditions × 20 test)
-    assert per["07"] == 30 + 150 + 600
+    # 07: 6 games × (5 train + 5 rounds × 5 dev + 5 conditions × 20 test), then the trained policies
+    # (train_conditions "base,sft+grpo") each on the same 120 test tasks
+    assert per["07"] == 30 + 150 + 600 + 2 * 120
     assert all(not math.isnan(r["episodes"]) and r["episodes"] > 0 for r in rows)
 
 
