@@ -315,3 +315,23 @@ def test_close_kills_every_jvm_and_leaves_no_thread_behind():
     assert _gateways() == before
     time.sleep(0.2)
     assert threading.active_count() <= threads + 1
+
+
+@pytest.mark.integration
+@pytest.mark.xfail(strict=True, reason=(
+    "known, not fixed yet: ScienceWorld lists a room's objects in an order that depends on what its JVM ran "
+    "before (identity hash codes). Found by re-executing workshop chapter 01 live from empty caches: episode "
+    "sciworld/find-non-living-thing/test/62 began 'wood cup (blue), (red), (yellow)' in one run and '(red), "
+    "(yellow), (blue)' in the other, and the runs diverged from there. '-XX:hashCode=2' on the JVM makes the order "
+    "the insertion order (this test then passes) but also changes gold paths (boil/test/0: 90 actions instead of "
+    "78), so it lands together with re-executing the ScienceWorld chapters; see docs/ARCHITECTURE.md"))
+def test_a_scienceworld_task_starts_with_the_same_observation_whatever_ran_before():
+    from skillbook.envs import make_env
+    env = make_env("sciworld")
+    try:
+        first = env.reset("sciworld/find-non-living-thing/test/62")
+        again = env.reset("sciworld/find-non-living-thing/test/62")
+        text = lambda o: o if isinstance(o, str) else getattr(o, "observation", str(o))   # noqa: E731
+        assert text(again) == text(first)
+    finally:
+        env.close()
