@@ -317,3 +317,18 @@ def test_followups_replay_in_a_new_process_after_running_live_in_one(transfer, f
     again.e3(transfer["llm"], transfer["heldout"])
     again.e4(transfer["llm"], transfer["heldout"], transfer["scores"])
     assert len(transfer["llm"].calls) == n                      # all replays, none refused
+
+
+def test_the_prompt_ablation_runs_the_levels_the_main_run_did_not_use(tmp_path, fake_env):
+    """The real case (workshop exercise 04.1 after 02.1 set prompt_level=L2): the ablation always ran L1 and
+    L2 and chapter 04 labelled the main run 'L3', so 'L2' repeated the main run call for call (every answer
+    from the cache) and no L3 prompt ran at all."""
+    from dataclasses import replace
+    llm = TypedInducer()
+    t = run_transfer(tmp_path, llm, replace(spec(["subtask-none", "subtask-text"]), prompt_level="L2"))
+    ablation = t.prompt_ablation(llm, 2)
+    assert set(ablation) == {"L1", "L3"}
+    from skillbook.papers.breakdown.pipeline import library_of
+    written = library_of(t.run_dir / "ablation" / "L3")
+    assert len(written) and {s.provenance["prompt_level"] for s in written} == {"L3"}
+    assert set(t.prompt_ablation(llm, 2)) == {"L1", "L3"}       # recorded: read back, not run again

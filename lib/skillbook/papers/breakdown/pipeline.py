@@ -30,6 +30,7 @@ from ...run import (Condition, Result, final_memory, frame, live_minutes, load_c
                    run_conditions, run_sessions)
 from ...skills.library import SkillLibrary
 from .hygiene import identities
+from .induction import PROMPT_LEVELS
 from .memory import InducedMemory, label_from_episodes, outcome_of, source_outcome
 from .utility import retrieved_scores, score_library, split_at_median
 
@@ -227,12 +228,14 @@ class Transfer:
         return run_conditions(self.run_dir / "e3", llm, conds, heldout, s.env_options, workers, prefix="E.3 "), sizes
 
     def prompt_ablation(self, llm, n: int) -> dict[str, Result]:
-        """The subtask-level text condition on the first `n` stream tasks with the L1 and L2 induction prompts."""
+        """The subtask-level text condition on the first `n` stream tasks with each induction prompt the main
+        run did not use (L1 and L2 when it used L3, the paper's): the main run is the third arm, under its
+        own level's name."""
         s = self.spec
         config = AgentConfig(level="subtask", **s.agent)
         conds = [Condition(level, config, lambda level=level: InducedMemory(llm, "text", prompt_level=level, k=s.k,
                                                                              threshold=s.threshold), stream=True)
-                 for level in ("L1", "L2")]
+                 for level in PROMPT_LEVELS if level != s.prompt_level]
         return run_conditions(self.run_dir / "ablation", llm, conds, s.stream[:n], s.env_options, 1, prefix="prompt ")
 
     def e4_halves(self, scores: pd.DataFrame) -> dict[str, dict[str, SkillLibrary | None]]:
