@@ -27,8 +27,8 @@ CELL_ID = "exercises"
 PAGE = "workshop.md"        # the facilitator's page: its table of times is written from the same file
 TABLE_BEGIN = "<!-- exercise times: written by `python -m skillbook.book exercises` -->"
 TABLE_END = "<!-- end of exercise times -->"
-LIVE_TARGET_S = 300         # what a live exercise is sized for on an idle 2-core laptop (the page says
-                            # which measured times exceeded it on the busy machine that measured them)
+LIVE_TARGET_S = 300         # what a live exercise is sized for on an idle 2-core laptop (the table marks
+                            # a measured time above it)
 FIELDS = {"id", "title", "question", "rerun", "command", "look_for", "answer", "seconds", "model", "live"}
 RERUN_FIELDS = {"from", "set", "into", "live"}
 
@@ -118,9 +118,9 @@ def render(chapter: str, exercises: list[Exercise]) -> str:
     """The closing markdown cell of `chapter`."""
     lines = ["## Exercises", "",
              "Run these from a terminal in the project folder (`make install` done). The times are wall "
-             "times measured on a 2-core machine that was also serving another model run; an idle laptop "
-             "should be faster. The page *Teaching from this book* ({doc}`/workshop`) says in which order "
-             "to run them and what to prepare."]
+             "times measured on an idle 2-core machine, every exercise in book order into one run folder "
+             "(as the page *Teaching from this book*, {doc}`/workshop`, suggests; it also says what to "
+             "prepare)."]
     for i, ex in enumerate(exercises, 1):
         kind = "live, " if ex.live else ""
         model = "no model call" if ex.model == "none" else f"`{ex.model}`"
