@@ -152,3 +152,18 @@ def test_a_stopped_run_ends_with_its_message_not_a_traceback(tmp_path, monkeypat
         study.main(["run", "--profile", "study", "--runs-root", str(tmp_path)])
     assert e.value.code == 130
     assert "run again to resume" in capsys.readouterr().out
+
+
+def test_findings_say_n_a_for_a_claim_without_an_estimate_and_keep_short_runs_in_minutes():
+    # Real case (exercise 09.1, smoke): "utility … : +nan [+nan, +nan], p = nan" and 0.05 h printed as "0.1 hours".
+    import pandas as pd
+    from skillbook.papers.breakdown import study
+    design = study.StudyDesign(task_types="twx/twc", n_tasks=2)
+    nan = float("nan")
+    claims = pd.DataFrame([{"claim": "success rises with retrieved utility", "role": "secondary", "paper": "+",
+                            "estimate": nan, "ci_low": nan, "ci_high": nan, "p": nan, "verdict": "not resolved",
+                            "n": 2, "note": "no retrieved skill had a score"}])
+    progress = pd.DataFrame({"hours": [0.05]}, index=["all"])
+    text = study.findings(claims, design, progress, final=True)
+    assert "nan" not in text
+    assert "n/a (no retrieved skill had a score)" in text and "3 minutes of episodes" in text

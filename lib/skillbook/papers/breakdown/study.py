@@ -312,6 +312,12 @@ def utility_claim(scored: pd.DataFrame) -> dict:
     return success_slope(scored, "utility", within=within)
 
 
+def _duration(hours: float) -> str:
+    if not hours == hours:
+        return "an unknown time"
+    return f"{hours * 60:.0f} minutes" if hours < 1 else f"{hours:.1f} hours"
+
+
 def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
              model: str = "the profile's model") -> str:
     """The chapter's closing paragraph, written from the claims table and the progress table; `model` is
@@ -322,10 +328,15 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
              f"level (the interaction), on {design.task_types} with {model}?",
              f"**What ran.** {len(design.conditions)} streams over the same {n} {design.split} tasks "
              f"({'the pre-registered n' if final else f'interim: {n} of the pre-registered {design.n_tasks}'}), "
-             f"{design.max_steps} steps per episode, {hours:.1f} hours of episodes in all."]
+             f"{design.max_steps} steps per episode, {_duration(hours)} of episodes in all."]
     found = []
     for _, r in claims.iterrows():
-        est = f"{r['estimate']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}], p = {r['p']:.3g}"
+        if pd.isna(r["estimate"]):      # e.g. no retrieved skill had a score: say so, never "+nan"
+            note = r.get("note") if isinstance(r.get("note"), str) and r.get("note") else "no estimate"
+            est = f"n/a ({note})"
+        else:
+            est = f"{r['estimate']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" + (
+                f", p = {r['p']:.3g}" if pd.notna(r["p"]) else "")
         verdict = r["verdict"] if final else "no verdict before n is reached"
         found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
     lines.append("**What it found.**\n" + "\n".join(found))
