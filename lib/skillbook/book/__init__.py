@@ -105,8 +105,8 @@ def check_parameters(chapter: str, params: dict, defaults: dict, where: str = ""
 
 def normalize_notebook(notebook: Path, root: Path) -> None:
     """What makes two executions of the same records differ, taken out of an executed notebook: papermill's
-    clock (start and end times, durations), the kernel's timestamps, random widget ids (renumbered in
-    order of appearance), and absolute paths (named from the project root). Then the copy is prepared for
+    clock (start and end times, durations), the kernel's timestamps, the random id of its injected-parameters
+    cell, random widget ids (renumbered in order of appearance), and absolute paths (named from the project root). Then the copy is prepared for
     reading (`reading.prepare_for_reading`: one parameters cell, setup code folded, one line per progress
     bar, an anchor on the claims cell)."""
     import re
@@ -124,6 +124,8 @@ def normalize_notebook(notebook: Path, root: Path) -> None:
         cell.metadata.pop("execution", None)
         for key in ("start_time", "end_time", "duration"):
             cell.metadata.get("papermill", {}).pop(key, None)
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell["id"] = "injected-parameters"    # papermill draws a new random id on every execution
     prepare_for_reading(nb, notebook.stem)
     text = nbformat.writes(nb)
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
