@@ -313,7 +313,7 @@ def utility_claim(scored: pd.DataFrame) -> dict:
 
 
 def _duration(hours: float) -> str:
-    if not hours == hours:
+    if pd.isna(hours):
         return "an unknown time"
     return f"{hours * 60:.0f} minutes" if hours < 1 else f"{hours:.1f} hours"
 
