@@ -328,8 +328,8 @@ class LocalPool:
         self.submitted: list[tuple] = []   # (worker index, stream, position, state given?)
         self.closed = False
 
-    def hello(self, env_options, mode, workers=None):
-        return [w.hello(env_options, mode) for w in (self.workers if workers is None else workers)]
+    def hello(self, env_options, mode, workers=None, envs=()):
+        return [w.hello(env_options, mode, envs) for w in (self.workers if workers is None else workers)]
 
     def submit(self, worker, stream, position, task_id, state, keep):
         self.submitted.append((self.workers.index(worker), stream, position, state is not None))

@@ -318,18 +318,20 @@ def test_close_kills_every_jvm_and_leaves_no_thread_behind():
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason=(
-    "known, not fixed yet: ScienceWorld lists a room's objects in an order that depends on what its JVM ran "
-    "before (identity hash codes). Found by re-executing workshop chapter 01 live from empty caches: episode "
-    "sciworld/find-non-living-thing/test/62 began 'wood cup (blue), (red), (yellow)' in one run and '(red), "
-    "(yellow), (blue)' in the other, and the runs diverged from there. '-XX:hashCode=2' on the JVM makes the order "
-    "the insertion order (this test then passes) but also changes gold paths (boil/test/0: 90 actions instead of "
-    "78), so it lands together with re-executing the ScienceWorld chapters; see docs/ARCHITECTURE.md"))
 def test_a_scienceworld_task_starts_with_the_same_observation_whatever_ran_before():
+    """Found by re-executing workshop chapter 01 live from empty caches: sciworld/find-non-living-thing/test/62
+    began 'wood cup (blue), (red), (yellow)' in one run and '(red), (yellow), (blue)' in the other, and the runs
+    diverged from there (the JVM's identity hashes order a room's objects). Its JVMs now run with
+    `-XX:hashCode=2`: insertion order, the same after any history, in this JVM and in a fresh one."""
     from skillbook.envs import make_env
-    env = make_env("sciworld")
+    from skillbook.envs.scienceworld import JVM_OPTIONS
+    env, fresh = make_env("sciworld"), make_env("sciworld")
     try:
+        env.reset("sciworld/boil/test/0")
         first = env.reset("sciworld/find-non-living-thing/test/62")
         assert env.reset("sciworld/find-non-living-thing/test/62") == first
+        assert fresh.reset("sciworld/find-non-living-thing/test/62") == first
+        assert all(opt in psutil.Process(env._sim.proc.pid).cmdline() for opt in JVM_OPTIONS)
     finally:
         env.close()
+        fresh.close()

@@ -135,14 +135,33 @@ def test_workers_with_other_settings_are_refused_before_any_model_call(tmp_path,
     llm = FakeModel()
     hello = distributed.EpisodeWorker.hello
 
-    def another_commit(self, env_options, mode):   # what a node with other prompt files would record
-        h = hello(self, env_options, mode)
+    def another_commit(self, env_options, mode, envs=()):   # what a node with other prompt files would record
+        h = hello(self, env_options, mode, envs)
         h["settings"]["agent_code"]["prompts"] = "another"
         return h
     monkeypatch.setattr(distributed.EpisodeWorker, "hello", another_commit)
     with pytest.raises(ExecutorError, match=r"other settings \(agent_code.prompts\).*same commit"):
         run(tmp_path, llm, executor=LocalExecutor())
     assert llm.calls == [] and load_episodes(tmp_path) == []
+
+
+def test_a_worker_with_another_simulator_revision_is_refused(tmp_path, fake_env, monkeypatch):
+    """A node whose code still runs an env's earlier simulator (ScienceWorld before its JVM options) would
+    record other episodes: the worker reports the revisions of its own code for the run's envs."""
+    from skillbook.run import distributed
+    llm = FakeModel()
+    hello = distributed.EpisodeWorker.hello
+
+    def older_simulator(self, env_options, mode, envs=()):
+        assert list(envs) == ["fake"]                     # the envs of the run's tasks reach the worker
+        h = hello(self, env_options, mode, envs)
+        h["settings"].pop("simulators", None)
+        return h
+    monkeypatch.setattr(fake_env, "SIMULATOR_REVISION", 2, raising=False)
+    monkeypatch.setattr(distributed.EpisodeWorker, "hello", older_simulator)
+    with pytest.raises(ExecutorError, match=r"other settings \(simulators\).*same commit"):
+        run(tmp_path, llm, executor=LocalExecutor())
+    assert llm.calls == []
 
 
 def test_a_replacement_worker_with_other_settings_stops_the_run_and_keeps_what_finished(tmp_path, fake_env,
@@ -153,8 +172,8 @@ def test_a_replacement_worker_with_other_settings_stops_the_run_and_keeps_what_f
     llm = FakeModel()
     hello, said = distributed.EpisodeWorker.hello, []
 
-    def second_is_another_commit(self, env_options, mode):
-        h = hello(self, env_options, mode)
+    def second_is_another_commit(self, env_options, mode, envs=()):
+        h = hello(self, env_options, mode, envs)
         said.append(self)
         if len(set(map(id, said))) > 1:
             h["settings"]["agent_code"]["prompts"] = "another"

@@ -307,3 +307,23 @@ def test_records_of_an_earlier_agent_loop_are_refused(tmp_path, fake_env, monkey
     monkeypatch.setattr(loop, "AGENT_REVISION", loop.AGENT_REVISION + 1)
     with pytest.raises(ValueError, match=r"other settings \(agent_code.revision\)"):
         run(tmp_path, llm, TASKS[:2])
+
+
+def test_records_made_under_an_earlier_simulator_revision_are_refused(tmp_path, fake_env, monkeypatch):
+    """The real case: ScienceWorld's object order depended on the JVM's history until its JVMs got
+    `-XX:hashCode=2` (revision 2), which also changed gold paths; chapter 01's records made before it must
+    not replay as the new simulator's. Envs still at revision 1 keep the fingerprint they had."""
+    from skillbook.envs import simulator_revisions
+    from skillbook.envs.scienceworld import ScienceWorld
+    from skillbook.envs.textworld_express import TextWorldExpress
+    assert ScienceWorld.SIMULATOR_REVISION == 2 and getattr(TextWorldExpress, "SIMULATOR_REVISION", 1) == 1
+    assert simulator_revisions(["twx", "sciworld", "twx"]) == {"sciworld": 2}
+    assert simulator_revisions(["twx", "tau2"]) == {}
+    llm = FakeModel()
+    run(tmp_path / "a", llm, TASKS[:2])
+    assert "simulators" not in json.loads((tmp_path / "a" / "run.json").read_text())["settings"]
+    monkeypatch.setattr(fake_env, "SIMULATOR_REVISION", 2, raising=False)
+    with pytest.raises(ValueError, match=r"other settings \(simulators\)"):
+        run(tmp_path / "a", llm, TASKS[:2])
+    run(tmp_path / "b", llm, TASKS[:2])
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["settings"]["simulators"] == {"fake": 2}

@@ -317,6 +317,12 @@ def test_gold_study_on_real_twx_records_resumes_and_refuses_another_judge(tmp_pa
     assert len(more.windows) > len(w)
     with pytest.raises(ValueError, match="other settings"):
         gold_study(tmp_path, llm, tasks, GoldSettings(**{**s.__dict__, "judge_samples": 3}), opts, progress=False)
+    # a smaller plan reports only what it asked for (chapter 08 lowered closed_loop_windows from 16 to 12 and
+    # its frame still held the 16 earlier closed-loop rows), though the records of the larger one stay
+    fewer = gold_study(tmp_path, llm, tasks, GoldSettings(**{**s.__dict__, "closed_loop": 1, "judged_deletions": 1}),
+                       opts, progress=False)
+    assert fewer.windows.closed_credit.notna().sum() == 1 and fewer.windows.judge_delete.notna().sum() == 1
+    assert fewer.windows.judge_neutral.notna().all()
 
 
 def test_calibration_bins_one_credit_against_the_other():

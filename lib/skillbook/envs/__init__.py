@@ -21,6 +21,15 @@ def make_env(name: str, **options) -> Env:
     return ENVS[name](**options)
 
 
+def simulator_revisions(env_names) -> dict[str, int]:
+    """The simulator revision of each named env whose simulator settings changed since the first book (a
+    revision other than 1): part of a run's settings, so records made under an earlier revision are never
+    resumed or replayed as this one's. Envs still at revision 1 are left out, so that their records keep
+    the fingerprint they were made with."""
+    return {n: ENVS[n].SIMULATOR_REVISION for n in sorted(set(env_names))
+            if getattr(ENVS[n], "SIMULATOR_REVISION", 1) != 1}
+
+
 def canonical_options(name: str, options: dict) -> dict:
     """An env's options in one spelling (equal settings compare equal when a run resumes)."""
     canonical = getattr(ENVS.get(name), "canonical_options", None)
@@ -30,4 +39,5 @@ def canonical_options(name: str, options: dict) -> dict:
 __all__ = ["SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
            "task_frame", "task_texts", "task_text", "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
            "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
-           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options"]
+           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options",
+           "simulator_revisions"]

@@ -1,8 +1,19 @@
 """ScienceWorld (Wang et al., 2022): 30 task types, official train/dev/test variations, score 0–100."""
 from __future__ import annotations
 
+import functools
+import threading
+
 from .base import StepResult, Task
 from .jvm import CALL_TIMEOUT_S, LAUNCH_TIMEOUT_S, JavaEnv, Simulator
+
+# ScienceWorld lists a container's objects in the order of their JVM identity hash codes, and HotSpot's
+# default hash is a per-thread pseudo-random sequence: the same task listed its three wood cups in another
+# order after other tasks had run in that JVM (re-executing chapter 01 live diverged there), and resetting
+# the same task twice in one JVM already changed it. `hashCode=2` makes every identity hash the same constant,
+# so the listing is the insertion order, whatever the JVM ran before. It also changes gold paths (the planner
+# walks the same collections), so it is part of every record's settings (SIMULATOR_REVISION below).
+JVM_OPTIONS = ("-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
 
 TASK_TYPES = (
     'boil', 'change-the-state-of-matter-of', 'chemistry-mix', 'chemistry-mix-paint-secondary-color',
@@ -28,6 +39,9 @@ class ScienceWorld(JavaEnv):
     # Measured: the gold path of sciworld/find-non-living-thing/train/0 names 'painting' in a fresh JVM and
     # 'cupboard' or 'cup containing nothing' after other tasks were loaded (the simulator's random state).
     gold_depends_on_history = True
+    # 1: the JVM's default identity hashes (object order depended on the JVM's history); 2: JVM_OPTIONS.
+    # Records made under another revision are refused (run.streams.settings_of, envs.simulator_revisions).
+    SIMULATOR_REVISION = 2
     TASK_TYPES = TASK_TYPES
     _PACKAGE = "scienceworld"
 
@@ -42,8 +56,14 @@ class ScienceWorld(JavaEnv):
                 "call_timeout_s": self.call_timeout_s, "launch_timeout_s": self.launch_timeout_s}
 
     def _launch(self):
+        import scienceworld.scienceworld as package
         from scienceworld import ScienceWorldEnv
+        _with_jvm_options(package)
         return ScienceWorldEnv("", envStepLimit=self.step_limit)
+
+    def _config_tag(self) -> str:
+        # gold paths (and so the cached gold lengths) depend on the simplifications and the JVM options
+        return f"r{self.SIMULATOR_REVISION}-{self.simplifications.replace(',', '+') or 'none'}"
 
     # Every call that needs a task loads it on `sim`, so a fresh JVM never plays an unloaded one.
     def _split_ids(self, sim: Simulator, task_type: str, split: str) -> list[int]:
@@ -84,3 +104,22 @@ class ScienceWorld(JavaEnv):
         h.load(task.task_type, task.native_id, self.simplifications, generateGoldPath=True)
         sim.loaded = (task.task_type, task.native_id)
         return list(h.get_gold_action_sequence())
+
+
+def _with_jvm_options(package) -> None:
+    """Start the package's JVMs with JVM_OPTIONS: it has no parameter for them, so its module-level
+    `launch_gateway` is wrapped (once; the wrapper adds the options to any the package passes itself)."""
+    with _WRAP_LOCK:   # JVMs start in worker threads
+        launch = package.launch_gateway
+        if getattr(launch, "skillbook_jvm_options", None) == JVM_OPTIONS:
+            return
+
+        @functools.wraps(launch)
+        def launch_gateway(*args, javaopts=None, **kwargs):
+            return launch(*args, javaopts=[*JVM_OPTIONS, *(javaopts or [])], **kwargs)
+
+        launch_gateway.skillbook_jvm_options = JVM_OPTIONS
+        package.launch_gateway = launch_gateway
+
+
+_WRAP_LOCK = threading.Lock()

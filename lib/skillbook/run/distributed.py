@@ -172,11 +172,12 @@ class EpisodeWorker:
         self.agents: dict[str, Any] = {}
         self._stop: threading.Event | None = None
 
-    def hello(self, env_options: dict | None, mode: str) -> dict:
-        """Where this worker runs and the settings its agent would record (compared with the driver's)."""
+    def hello(self, env_options: dict | None, mode: str, envs=()) -> dict:
+        """Where this worker runs and the settings its agent would record (compared with the driver's);
+        `envs`: the envs the run's tasks use (their simulator revisions are this worker's code's)."""
         from .streams import settings_of
         return {"host": socket.gethostname(), "pid": os.getpid(),
-                "settings": settings_of(self.make_agent(), env_options, mode)}
+                "settings": settings_of(self.make_agent(), env_options, mode, envs)}
 
     def run(self, stream: str, position: int, task_id: str, state: dict | None, keep: bool) -> dict:
         """One episode. `state` None: go on with the agent kept for `stream` (its memory where the last
@@ -259,8 +260,8 @@ class RayPool:
         self._args = (payload, env_options, lookup)
         self.workers = [self._actor.remote(*self._args) for _ in range(n)]
 
-    def hello(self, env_options, mode, workers=None, timeout_s: float = 900.0) -> list[dict]:
-        refs = [w.hello.remote(env_options, mode) for w in (self.workers if workers is None else workers)]
+    def hello(self, env_options, mode, workers=None, timeout_s: float = 900.0, envs=()) -> list[dict]:
+        refs = [w.hello.remote(env_options, mode, envs) for w in (self.workers if workers is None else workers)]
         try:
             return self.ray.get(refs, timeout=timeout_s)
         except Exception as e:   # noqa: BLE001
@@ -415,8 +416,11 @@ def dispatch(pool, store, todo: dict[str, list[str]], recorded: dict[str, list],
 
 
 def run_distributed(executor, store, todo, recorded, make_agent, probe, env_options, settings: dict, mode: str,
-                    workers: int, retries: int, on_episode: Callable[[], None]) -> tuple[dict[str, str], int]:
-    """`run_streams`' work on an executor's pool: (failed streams, number of workers)."""
+                    workers: int, retries: int, on_episode: Callable[[], None],
+                    envs=()) -> tuple[dict[str, str], int]:
+    """`run_streams`' work on an executor's pool: (failed streams, number of workers). `envs`: the envs
+    the run's tasks use, as in `settings`."""
+    used = list(envs)
     serial = bool(getattr(probe.llm, "deterministic", False))
     n = 1 if serial else max(1, min(executor.actors or workers, len(todo)))
     cache = getattr(probe.llm, "cache", None)
@@ -424,7 +428,7 @@ def run_distributed(executor, store, todo, recorded, make_agent, probe, env_opti
 
     def vet(workers=None) -> None:
         """Every worker, the first ones and each replacement, must record this driver's settings."""
-        for hello in pool.hello(env_options, mode, workers):
+        for hello in pool.hello(env_options, mode, workers, envs=used):
             if hello["settings"] != settings:
                 from .store import _diff
                 raise ExecutorError(f"the worker on {hello['host']} (pid {hello['pid']}) would record other settings "

@@ -33,7 +33,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..agent import Agent
-from ..envs import EnvPool, canonical_options, parse_task_id
+from ..envs import EnvPool, canonical_options, parse_task_id, simulator_revisions
 from ..records import Episode
 from .store import RunDir
 
@@ -58,20 +58,24 @@ def validate_streams(streams: dict[str, list[str]], env_options: dict | None = N
                 envs.for_task(task_id).task(task_id)
 
 
-def settings_of(agent: Agent, env_options: dict | None, mode: str) -> dict:
+def settings_of(agent: Agent, env_options: dict | None, mode: str, envs=()) -> dict:
     """What must not change between a run and its resumption: agent config, model, seed, the memory
-    policy with all its parameters, stream mode, env options (in one spelling)."""
+    policy with all its parameters, stream mode, env options (in one spelling), and the simulator revision
+    of each env in `envs` (the envs the run's tasks use) that has one."""
     from importlib import resources
 
     from ..agent.loop import AGENT_REVISION
     from ..memory import content_hash
+    used = envs
     envs = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
     prompts = resources.files("skillbook.agent").joinpath("prompts")
     code = {"revision": AGENT_REVISION,
             "prompts": content_hash({p.name: p.read_text() for p in prompts.iterdir() if p.name.endswith(".txt")})}
-    return json.loads(json.dumps({"agent": asdict(agent.config), "agent_code": code, "backend": agent.llm.backend,
-                                  "seed": agent.llm.seed, "memory": agent.memory.settings(), "mode": mode,
-                                  "env_options": envs}, sort_keys=True, default=str))
+    settings = {"agent": asdict(agent.config), "agent_code": code, "backend": agent.llm.backend,
+                "seed": agent.llm.seed, "memory": agent.memory.settings(), "mode": mode, "env_options": envs}
+    if simulators := simulator_revisions(used):
+        settings["simulators"] = simulators
+    return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
 
 def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: Callable[[], Agent],
@@ -92,7 +96,8 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
     if getattr(probe.llm, "deterministic", False):
         workers = 1   # one request in flight and one order of requests: a live re-run gives the same records
     store = RunDir(run_dir)
-    settings = settings_of(probe, env_options, mode)
+    used = sorted({parse_task_id(t)[0] for ids in streams.values() for t in ids})
+    settings = settings_of(probe, env_options, mode, used)
     store.check_settings(settings)
     recorded = _recorded(store, streams)
     todo = {s: ids for s, ids in streams.items() if len(recorded[s]) < len(ids)}
@@ -159,7 +164,7 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
                 def recorded_one() -> None:
                     bar.update(1)
                 lost, actors = run_distributed(executor, store, todo, recorded, make_agent, probe, env_options,
-                                               settings, mode, workers, retries, recorded_one)
+                                               settings, mode, workers, retries, recorded_one, envs=used)
                 failed.update(lost)
                 session = {"executor": "ray", "actors": actors}
             elif workers == 1:

@@ -30,7 +30,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ...analysis import bootstrap_ci, spearman_ci
-from ...envs import EnvPool, canonical_options, make_env, parse_task_id, parse_task_types
+from ...envs import (EnvPool, canonical_options, make_env, parse_task_id, parse_task_types,
+                     simulator_revisions)
 from ...run import RunDir
 from .credit import (ABLATIONS, NEUTRAL, Candidate, closed_loop_credit, judge_credit, judge_id, replay,
                      replay_ablation, spread, window_candidates)
@@ -113,11 +114,12 @@ class GoldStudy:
     windows: pd.DataFrame          # one row per candidate window: every credit measured for it
 
 
-def study_settings(llm, settings: GoldSettings, env_options: dict | None) -> dict:
-    """What must not change between a gold study and its resumption."""
+def study_settings(llm, settings: GoldSettings, env_options: dict | None, envs=()) -> dict:
+    """What must not change between a gold study and its resumption (`envs`: those of its tasks)."""
     from ...agent import AgentConfig
     s = settings
-    return json.loads(json.dumps({
+    extra = {"simulators": sim} if (sim := simulator_revisions(envs)) else {}
+    return json.loads(json.dumps({**extra,
         "judge": {h: judge_id(h, s.judge_samples, s.neutral) for h in ABLATIONS},
         "backend": llm.backend, "seed": llm.seed, "neutral": s.neutral, "closed_slack": s.closed_slack,
         "agent": asdict(AgentConfig(**s.agent)),
@@ -132,7 +134,7 @@ def gold_study(run_dir, llm, task_ids: list[str], settings: GoldSettings, env_op
     settings.validate()
     from ...agent import AgentConfig
     store, run_dir = RunDir(run_dir), Path(run_dir)
-    fp = study_settings(llm, settings, env_options)
+    fp = study_settings(llm, settings, env_options, {parse_task_id(t)[0] for t in task_ids})
     store.check_settings(fp)
     streams: dict[str, list[str]] = {}
     for t in task_ids:
@@ -197,7 +199,13 @@ def gold_study(run_dir, llm, task_ids: list[str], settings: GoldSettings, env_op
                 _append(paths["closed"], row)
                 closed[(t, c.label)] = row
     trajs, reps, judged, closed = load()
-    wins, _, _ = plan(trajs)
+    wins, deleted, closed_wins = plan(trajs)
+    # only what this plan asked for: records of a larger earlier plan (more deletions judged, more windows
+    # replayed closed loop) stay on disk, for a later plan that extends again, but are not reported
+    planned_closed = {(t, c.label) for t, c in closed_wins}
+    judged = {k: r for k, r in judged.items()
+              if k[2] == "neutral" or (k[0], k[1]) in {(t, c.label) for t, c in deleted}}
+    closed = {k: r for k, r in closed.items() if k in planned_closed}
     return GoldStudy(_trajectory_frame(trajs, task_ids), _window_frame(wins, trajs, reps, judged, closed))
 
 
