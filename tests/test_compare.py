@@ -67,3 +67,20 @@ def test_cli_exit_status_and_a_missing_folder(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main([str(tmp_path / "x"), str(tmp_path / "nowhere")])
     assert "not a folder of records" in str(e.value)
+
+
+def test_save_records_what_was_found_without_a_path_and_is_not_compared_itself(tmp_path, capsys):
+    _write(tmp_path / "x", [_episode("s0", 0, "look", 1.0), _episode("s1", 0, "east", 2.0)], RESPONSES, 1)
+    _write(tmp_path / "y", [_episode("s0", 0, "look", 2.0), _episode("s1", 0, "east", 5.0)], RESPONSES, 2)
+    saved = tmp_path / "x" / "01_agents" / "replicate.json"
+    main([str(tmp_path / "x"), str(tmp_path / "y"), "--save", str(saved)])
+    record = json.loads(saved.read_text())
+    assert record["identical"] and record["episodes"] == 2 and record["differences"] == []
+    assert str(tmp_path) not in saved.read_text()
+    assert "2 episodes" in capsys.readouterr().out
+    # the saved summary lives beside the records: comparing again does not count it as a record
+    assert compare_records(tmp_path / "x", tmp_path / "y") == []
+    _write(tmp_path / "z", [_episode("s0", 0, "west", 1.0)], RESPONSES, 1)
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "x"), str(tmp_path / "z"), "--save", str(tmp_path / "z.json")])
+    assert not json.loads((tmp_path / "z.json").read_text())["identical"]

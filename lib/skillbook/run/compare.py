@@ -1,7 +1,11 @@
 """Are two record folders the same run? The check behind "a live re-run from empty caches gives the same
 records" (issue 13), usable on any two executions of a chapter or the study.
 
-    python -m skillbook.run.compare runs/workshop/01_agents /tmp/replicate/01_agents
+    python -m skillbook.run.compare runs/workshop/01_agents /tmp/replicate/01_agents \
+        [--save runs/workshop/01_agents/replicate.json]
+
+`--save` writes what was found (identical or not, how many episodes and entries, the first differences,
+the date) as JSON beside the records, for the chapter that shows it (chapter 01); no path is saved.
 
 Every record file under the two folders is read and compared after dropping what measures the machine
 rather than the run — wall-clock and latency fields, llama.cpp's timings and prompt-cache counters,
@@ -24,7 +28,7 @@ VOLATILE = frozenset({
     "live_calls", "python", "machine", "host", "pid",
 })
 # Files that log invocations (how often a run was resumed, by whom), not records of the run.
-SKIPPED = ("sessions.jsonl", ".lock")
+SKIPPED = ("sessions.jsonl", ".lock", "replicate.json")
 SKIPPED_PREFIXES = (".responses.sqlite", "summary-", ".")
 
 
@@ -104,21 +108,38 @@ def _first_difference(x, y, path: str = "") -> str:
     return f"{path or 'content'}: {str(x)[:120]!r} vs {str(y)[:120]!r}"
 
 
+def replicate_summary(a: str | Path, b: str | Path, limit: int = 10) -> dict:
+    """What `compare_records` found, as a record: identical, the number of episodes and of entries compared
+    (prompts and replies, episodes, skills, claims), the first `limit` differences, today's date."""
+    import datetime
+    ca = canonical(a)
+    episodes = sum(len(v) for k, v in ca.items() if Path(k).name == "episodes" and isinstance(v, list))
+    diffs = compare_records(a, b, limit)
+    return {"identical": not diffs, "episodes": episodes,
+            "entries": sum(len(v) if isinstance(v, list) else 1 for v in ca.values()),
+            "differences": diffs, "compared_on": datetime.date.today().isoformat()}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m skillbook.run.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a")
     ap.add_argument("b")
+    ap.add_argument("--save", default=None, help="write the summary as JSON to this file")
     args = ap.parse_args(argv)
     for d in (args.a, args.b):
         if not Path(d).is_dir():
             sys.exit(f"error: {d} is not a folder of records")
-    diffs = compare_records(args.a, args.b)
-    n = sum(len(v) if isinstance(v, list) else 1 for v in canonical(args.a).values())
-    if diffs:
-        print("different records:\n  " + "\n  ".join(diffs))
+    summary = replicate_summary(args.a, args.b)
+    if args.save:
+        from ..io import atomic_write_json
+        # the folders' own paths are a machine's: the record says only what was compared and found
+        atomic_write_json(Path(args.save), summary)
+    if summary["differences"]:
+        print("different records:\n  " + "\n  ".join(summary["differences"]))
         sys.exit(1)
-    print(f"identical records ({n} entries compared; timings and session logs ignored)")
+    print(f"identical records ({summary['episodes']} episodes, {summary['entries']} entries compared; "
+          "timings and session logs ignored)")
 
 
 if __name__ == "__main__":
