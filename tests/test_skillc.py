@@ -120,6 +120,12 @@ def test_judge_parsing_survives_malformed_replies():
     assert parse_probabilities("Run A: 0.8. Run B: 0.3") == (0.8, 0.3)
     assert parse_probabilities('{"p_a": "high", "p_b": 2}') is None
     assert parse_probabilities("I cannot tell.") is None
+    # the real case: every reply of chapter 08's 1.5B judge at 24 tokens ended right after p_b's value; a
+    # longer value would have been cut ('0.25' → '0.2') and read as another number
+    real = '```json\n{\n  "p_a": 0.5,\n  "p_b": 0.5\n'
+    assert parse_probabilities(real, truncated=True) == (0.5, 0.5)
+    assert parse_probabilities('```json\n{\n  "p_a": 0.75,\n  "p_b": 0.2', truncated=True) is None
+    assert parse_probabilities('{"p_a": 0.75, "p_b": 0.2}', truncated=True) == (0.75, 0.2)
     c = Candidate("window", (1,))
     j = judge_credit(ScriptedModel(['{"p_a": 0.9, "p_b": 0.3}', "no idea", "A 0.7 B 0.5"]), "task", "start", ["a", "b"],
                      c, samples=3)

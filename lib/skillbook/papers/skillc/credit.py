@@ -267,9 +267,13 @@ def closed_loop_credit(llm, env, task_id: str, actions: list[str], cand: Candida
 
 
 # -- judge credit --------------------------------------------------------------------------------------------
-def parse_probabilities(text: str) -> tuple[float, float] | None:
-    """(p_a, p_b) from a judge reply: JSON if present, else the first two numbers in [0, 1]; None if unusable."""
+def parse_probabilities(text: str, truncated: bool = False) -> tuple[float, float] | None:
+    """(p_a, p_b) from a judge reply: JSON if present, else the first two numbers in [0, 1]; None if unusable.
+    `truncated`: the reply was cut at max_tokens, so a number at its very end may be cut too ('0.2' of
+    '0.25') and is not read."""
     text = text or ""
+    if truncated:
+        text = re.sub(r"[\d.]+\Z", "", text)   # \Z, not $: a number before a final newline is whole
     obj = parse_json(text, dict)
     if obj is not None:
         try:
@@ -294,7 +298,9 @@ def render_actions(actions: list[str], marked=(), gap_after: int | None = None, 
 
 _CHANGE = {"neutral": 'with the steps marked * replaced by "{neutral}"',
            "delete": "with some steps left out (where the line says so)"}
-JUDGE_MAX_TOKENS = 24
+# The 1.5B judge wraps its JSON in a ```json fence: 24 tokens (the first book's budget) cut every reply
+# right after p_b's value, where a longer number would have been cut short; 40 leave room for the fence.
+JUDGE_MAX_TOKENS = 40
 START_CHARS = 400
 
 
@@ -334,7 +340,7 @@ def judge_credit(llm, instruction: str, start: str, actions: list[str], cand: Ca
         new = (getattr(c, "server_timings", None) or {}).get("prompt_n")
         cost.append((c.prompt_tokens, np.nan if new is None else new, c.completion_tokens, c.latency_s,
                      bool(getattr(c, "cached", False))))
-        p = parse_probabilities(c.text)
+        p = parse_probabilities(c.text, truncated=getattr(c, "finish_reason", "") == "length")
         if p is None:
             bad += 1
         else:
