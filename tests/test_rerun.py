@@ -174,3 +174,14 @@ def test_the_lab_says_where_its_records_really_go(tmp_path):
               backend="openai:http://127.0.0.1:9/v1#m")
     assert lab.where == f"{tmp_path / '00_laboratory'}/"
     assert "runs/workshop" not in lab.where
+
+
+def test_the_copy_message_names_each_folder_once():
+    """The real case: `rerun 09_study --from study` said 'records copied from runs/study/ and runs/study/'."""
+    from skillbook.book.rerun import copied_text
+    assert copied_text("09_study", "study", "study", "mine", ["streams"]) == \
+        "[skillbook] records copied from runs/study/: streams"
+    assert copied_text("09_study", "workshop", "study", "mine", []) == \
+        "[skillbook] records copied from runs/workshop/ and runs/study/: none (runs/mine/ has them already)"
+    assert copied_text("05_utility", "workshop", "study", "mine", ["transfer"]) == \
+        "[skillbook] records copied from runs/workshop/: transfer"

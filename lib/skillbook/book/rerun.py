@@ -41,6 +41,14 @@ NOT_COPIED = shutil.ignore_patterns(".responses.sqlite*", ".lock", "*.pid", "*.l
 RESERVED = {"study", "bench"}     # folders under runs/ that are not a profile's but are committed
 
 
+def copied_text(chapter: str, source: str, study_profile: str, into: str, copied: list[str]) -> str:
+    """What `rerun` says it copied: from the profile's folder and, for the study's chapter, the study's
+    (named once when the source profile is the study's own)."""
+    origins = [source] + ([study_profile] if chapter in STUDY_RECORDS and study_profile != source else [])
+    return (f"[skillbook] records copied from {' and '.join(f'runs/{o}/' for o in origins)}: "
+            + (", ".join(copied) if copied else f"none (runs/{into}/ has them already)"))
+
+
 class ReplayNeedsModel(RuntimeError):
     """The change needs live model time and --live was not given; the message says roughly how much."""
 
@@ -169,9 +177,7 @@ def rerun(chapter: str, source: str = "workshop", into: str = "mine", sets: dict
     say(f"[skillbook] rerun {chapter}: profile {source} (with its overrides for {chapter}) -> runs/{into}/")
     say("[skillbook] changed: " + (", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items())
                                    or "nothing (the same parameters as the profile)"))
-    say(f"[skillbook] records copied from runs/{source}/"
-        + (f" and runs/{study_profile}/" if chapter in STUDY_RECORDS else "") + ": "
-        + (", ".join(copied) if copied else f"none (runs/{into}/ has them already)"))
+    say(copied_text(chapter, source, str(study_profile), into, copied))
     say(f"[skillbook] live model time: none if the change only re-analyses the records; {_cost_text(cost)}. "
         "Replaying first, without the model.")
     try:
