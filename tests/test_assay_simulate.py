@@ -54,3 +54,19 @@ def test_grid_and_errors():
                          (dict(f=0.0), "f must be in"), (dict(reps=0), "reps")):
         with pytest.raises(ValueError, match=message):
             simulate_cell(**{"K": 6, "M": 3, "f": 0.4, **bad})
+
+
+def test_recovery_claim_tests_the_sign_recovery_of_the_same_draws_against_a_coin():
+    """Issue 17 asks for a claims-table line for the planted simulation: per planted library, the share of
+    right signs minus 1/2, with an exact sign test across libraries."""
+    from skillbook.papers.assay.simulate import recovery_claim
+    strong = recovery_claim(64, 30, 0.4, reps=30, n_skills=12)
+    assert strong["n"] == 30 and strong["p"] < 0.001 and strong["ci_low"] > 0.2
+    assert strong["estimate"] == pytest.approx(simulate_cell(64, 30, 0.4, reps=30, n_skills=12)["sign_recovery"] - 0.5)
+    # an effect too small to find: the signs do no better than a coin
+    faint = recovery_claim(6, 3, 0.2, reps=40, n_skills=12, effect=0.01)
+    assert faint["p"] > 0.05 or faint["estimate"] <= 0
+    # nothing planted at all: no cell has a sign to recover, so there is nothing to test
+    none = recovery_claim(6, 3, 0.2, reps=5, n_skills=12, effect=0.0)
+    assert none["n"] == 0 and np.isnan(none["p"])
+    assert set(strong) >= {"estimate", "ci_low", "ci_high", "p", "n", "test"}

@@ -95,10 +95,10 @@ def plant(n_skills: int, n_types: int, effect: float, rng: np.random.Generator,
     return Planted(np.array(rows).reshape(n_skills, n_types), tuple(kinds))
 
 
-def simulate_cell(K: int, M: int, f: float, n_skills: int = 20, settings: AssaySettings | None = None,
-                  reps: int = 300, effect: float = 1.5, base_sd: float = 1.0, n_types: int = 3,
-                  shares=(0.6, 0.1, 0.1, 0.2), seed: int = 0) -> dict:
-    """The metrics of the module docstring for one (K, M, f), averaged over `reps` planted libraries."""
+def _replicates(K: int, M: int, f: float, n_skills: int = 20, settings: AssaySettings | None = None,
+                reps: int = 300, effect: float = 1.5, base_sd: float = 1.0, n_types: int = 3,
+                shares=(0.6, 0.1, 0.1, 0.2), seed: int = 0):
+    """The metrics of the module docstring, one dict per planted library (`reps` of them)."""
     settings = settings or AssaySettings()
     if not isinstance(K, int) or K < 2:
         raise ValueError(f"K must be an integer ≥ 2, got {K!r}")
@@ -110,7 +110,6 @@ def simulate_cell(K: int, M: int, f: float, n_skills: int = 20, settings: AssayS
         raise ValueError(f"reps must be a positive integer, got {reps!r}")
     rng = np.random.default_rng([seed, K, M, int(round(f * 1000))])
     types = np.arange(M) % n_types
-    sums = {m: [] for m in METRICS}
     for _ in range(reps):
         lib = plant(n_skills, n_types, effect, rng, shares)
         ids, kinds = lib.ids, np.array(lib.kinds)
@@ -125,22 +124,52 @@ def simulate_cell(K: int, M: int, f: float, n_skills: int = 20, settings: AssayS
         is_split = np.array([i in split for i in ids])
         is_retired = np.array([i in retire for i in ids])
         effective = beta != 0
-        sums["sign_recovery"].append(np.mean(np.sign(np.nan_to_num(C[effective])) == np.sign(beta[effective]))
-                                     if effective.any() else np.nan)
         uniform = np.isin(kinds, ("helpful", "harmful"))
-        sums["row_sign"].append(np.mean(np.sign(np.nan_to_num(g[uniform])) == np.sign(lib.effects[uniform, 0]))
-                                if uniform.any() else np.nan)
         het, null = kinds == "heterogeneous", kinds == "null"
         flagged = np.nan_to_num(h, nan=-np.inf) >= settings.tau_split
-        sums["null_flagged"].append(flagged[null].mean() if null.any() else np.nan)
-        sums["split_recall"].append(is_split[het].mean() if het.any() else np.nan)
-        sums["false_split"].append(is_split[null].mean() if null.any() else np.nan)
-        sums["split_fdp"].append(np.mean(~het[is_split]) if is_split.any() else np.nan)
-        sums["null_retired"].append(is_retired[null].mean() if null.any() else np.nan)
-        sums["false_retire"].append(is_retired[~null].mean() if (~null).any() else np.nan)
+        yield {
+            "sign_recovery": (np.mean(np.sign(np.nan_to_num(C[effective])) == np.sign(beta[effective]))
+                              if effective.any() else np.nan),
+            "row_sign": (np.mean(np.sign(np.nan_to_num(g[uniform])) == np.sign(lib.effects[uniform, 0]))
+                         if uniform.any() else np.nan),
+            "null_flagged": flagged[null].mean() if null.any() else np.nan,
+            "split_recall": is_split[het].mean() if het.any() else np.nan,
+            "false_split": is_split[null].mean() if null.any() else np.nan,
+            "split_fdp": np.mean(~het[is_split]) if is_split.any() else np.nan,
+            "null_retired": is_retired[null].mean() if null.any() else np.nan,
+            "false_retire": is_retired[~null].mean() if (~null).any() else np.nan}
+
+
+def simulate_cell(K: int, M: int, f: float, n_skills: int = 20, settings: AssaySettings | None = None,
+                  reps: int = 300, effect: float = 1.5, base_sd: float = 1.0, n_types: int = 3,
+                  shares=(0.6, 0.1, 0.1, 0.2), seed: int = 0) -> dict:
+    """The metrics of the module docstring for one (K, M, f), averaged over `reps` planted libraries."""
+    rows = list(_replicates(K, M, f, n_skills, settings, reps, effect, base_sd, n_types, shares, seed))
+    sums = {m: [r[m] for r in rows] for m in METRICS}
     with np.errstate(all="ignore"):
         out = {m: float(np.nanmean(v)) if not np.isnan(v).all() else float("nan") for m, v in sums.items()}
     return {"K": K, "M": M, "f": f, "n_skills": n_skills, "reps": reps, "trials": K * M, **out}
+
+
+def recovery_claim(K: int, M: int, f: float, **kw) -> dict:
+    """Does the attribution at this design (K masks, M dev tasks, f) get the sign of a planted effect right
+    more often than a coin? A claim result for `analysis.Claim`: per planted library, its share of
+    effective cells with the right sign minus 1/2; estimate = the mean of that excess over libraries, a
+    95% t interval over libraries (they are independent draws), and the exact sign test across libraries
+    (libraries above chance against below; ties dropped). `kw` as `simulate_cell` (the same draws)."""
+    from scipy import stats as sps
+
+    from ...analysis.stats import sign_test_p
+    excess = np.array([r["sign_recovery"] for r in _replicates(K, M, f, **kw)], dtype=float) - 0.5
+    excess = excess[~np.isnan(excess)]
+    n = len(excess)
+    if n < 2:
+        return {"estimate": float(excess.mean()) if n else float("nan"), "n": n, "p": float("nan"),
+                "test": "exact sign test over planted libraries"}
+    half = sps.t.ppf(0.975, n - 1) * excess.std(ddof=1) / np.sqrt(n)
+    mean = float(excess.mean())
+    return {"estimate": mean, "ci_low": float(mean - half), "ci_high": float(mean + half), "p": sign_test_p(excess), "n": n,
+            "test": "exact sign test over planted libraries"}
 
 
 def simulate_grid(Ks=GRID["K"], Ms=GRID["M"], fs=GRID["f"], **kw) -> pd.DataFrame:
@@ -148,4 +177,5 @@ def simulate_grid(Ks=GRID["K"], Ms=GRID["M"], fs=GRID["f"], **kw) -> pd.DataFram
     return pd.DataFrame([simulate_cell(K, M, f, **kw) for f in fs for K in Ks for M in Ms])
 
 
-__all__ = ["KINDS", "METRICS", "GRID", "Planted", "kind_counts", "plant", "simulate_cell", "simulate_grid"]
+__all__ = ["KINDS", "METRICS", "GRID", "Planted", "kind_counts", "plant", "simulate_cell", "simulate_grid",
+           "recovery_claim"]
