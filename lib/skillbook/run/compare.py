@@ -86,7 +86,10 @@ def canonical(root: str | Path) -> dict[str, object]:
 
 def compare_records(a: str | Path, b: str | Path, limit: int = 10) -> list[str]:
     """The differences between two record folders (empty when they are the same run), at most `limit`."""
-    ca, cb = canonical(a), canonical(b)
+    return _differences(a, b, canonical(a), canonical(b), limit)
+
+
+def _differences(a, b, ca: dict, cb: dict, limit: int) -> list[str]:
     diffs = [f"only in {a}: {k}" for k in sorted(set(ca) - set(cb))]
     diffs += [f"only in {b}: {k}" for k in sorted(set(cb) - set(ca))]
     for k in sorted(set(ca) & set(cb)):
@@ -114,7 +117,7 @@ def replicate_summary(a: str | Path, b: str | Path, limit: int = 10) -> dict:
     import datetime
     ca = canonical(a)
     episodes = sum(len(v) for k, v in ca.items() if Path(k).name == "episodes" and isinstance(v, list))
-    diffs = compare_records(a, b, limit)
+    diffs = _differences(a, b, ca, canonical(b), limit)
     return {"identical": not diffs, "episodes": episodes,
             "entries": sum(len(v) if isinstance(v, list) else 1 for v in ca.values()),
             "differences": diffs, "compared_on": datetime.date.today().isoformat()}

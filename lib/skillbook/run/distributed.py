@@ -420,7 +420,6 @@ def run_distributed(executor, store, todo, recorded, make_agent, probe, env_opti
                     envs=()) -> tuple[dict[str, str], int]:
     """`run_streams`' work on an executor's pool: (failed streams, number of workers). `envs`: the envs
     the run's tasks use, as in `settings`."""
-    used = list(envs)
     serial = bool(getattr(probe.llm, "deterministic", False))
     n = 1 if serial else max(1, min(executor.actors or workers, len(todo)))
     cache = getattr(probe.llm, "cache", None)
@@ -428,7 +427,7 @@ def run_distributed(executor, store, todo, recorded, make_agent, probe, env_opti
 
     def vet(workers=None) -> None:
         """Every worker, the first ones and each replacement, must record this driver's settings."""
-        for hello in pool.hello(env_options, mode, workers, envs=used):
+        for hello in pool.hello(env_options, mode, workers, envs=envs):
             if hello["settings"] != settings:
                 from .store import _diff
                 raise ExecutorError(f"the worker on {hello['host']} (pid {hello['pid']}) would record other settings "

@@ -66,14 +66,13 @@ def settings_of(agent: Agent, env_options: dict | None, mode: str, envs=()) -> d
 
     from ..agent.loop import AGENT_REVISION
     from ..memory import content_hash
-    used = envs
-    envs = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
+    options = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
     prompts = resources.files("skillbook.agent").joinpath("prompts")
     code = {"revision": AGENT_REVISION,
             "prompts": content_hash({p.name: p.read_text() for p in prompts.iterdir() if p.name.endswith(".txt")})}
     settings = {"agent": asdict(agent.config), "agent_code": code, "backend": agent.llm.backend,
-                "seed": agent.llm.seed, "memory": agent.memory.settings(), "mode": mode, "env_options": envs}
-    if simulators := simulator_revisions(used):
+                "seed": agent.llm.seed, "memory": agent.memory.settings(), "mode": mode, "env_options": options}
+    if simulators := simulator_revisions(envs):
         settings["simulators"] = simulators
     return json.loads(json.dumps(settings, sort_keys=True, default=str))
 

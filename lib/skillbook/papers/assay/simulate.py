@@ -162,14 +162,13 @@ def recovery_claim(K: int, M: int, f: float, **kw) -> dict:
     from ...analysis.stats import sign_test_p
     excess = np.array([r["sign_recovery"] for r in _replicates(K, M, f, **kw)], dtype=float) - 0.5
     excess = excess[~np.isnan(excess)]
-    n = len(excess)
+    n, test = len(excess), "exact sign test over planted libraries"
     if n < 2:
-        return {"estimate": float(excess.mean()) if n else float("nan"), "n": n, "p": float("nan"),
-                "test": "exact sign test over planted libraries"}
+        return {"estimate": float(excess.mean()) if n else float("nan"), "n": n, "p": float("nan"), "test": test}
     half = sps.t.ppf(0.975, n - 1) * excess.std(ddof=1) / np.sqrt(n)
     mean = float(excess.mean())
-    return {"estimate": mean, "ci_low": float(mean - half), "ci_high": float(mean + half), "p": sign_test_p(excess), "n": n,
-            "test": "exact sign test over planted libraries"}
+    return {"estimate": mean, "ci_low": float(mean - half), "ci_high": float(mean + half),
+            "p": sign_test_p(excess), "n": n, "test": test}
 
 
 def simulate_grid(Ks=GRID["K"], Ms=GRID["M"], fs=GRID["f"], **kw) -> pd.DataFrame:

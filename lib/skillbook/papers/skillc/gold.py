@@ -203,8 +203,8 @@ def gold_study(run_dir, llm, task_ids: list[str], settings: GoldSettings, env_op
     # only what this plan asked for: records of a larger earlier plan (more deletions judged, more windows
     # replayed closed loop) stay on disk, for a later plan that extends again, but are not reported
     planned_closed = {(t, c.label) for t, c in closed_wins}
-    judged = {k: r for k, r in judged.items()
-              if k[2] == "neutral" or (k[0], k[1]) in {(t, c.label) for t, c in deleted}}
+    planned_deleted = {(t, c.label) for t, c in deleted}
+    judged = {k: r for k, r in judged.items() if k[2] == "neutral" or k[:2] in planned_deleted}
     closed = {k: r for k, r in closed.items() if k in planned_closed}
     return GoldStudy(_trajectory_frame(trajs, task_ids), _window_frame(wins, trajs, reps, judged, closed))
 
