@@ -185,3 +185,17 @@ def test_the_copy_message_names_each_folder_once():
         "[skillbook] records copied from runs/workshop/ and runs/study/: none (runs/mine/ has them already)"
     assert copied_text("05_utility", "workshop", "study", "mine", ["transfer"]) == \
         "[skillbook] records copied from runs/workshop/: transfer"
+
+
+def test_a_copy_of_the_project_is_its_own_root(tmp_path, monkeypatch):
+    """The real case: `make rerun` run inside a copy of the project acted on the original checkout,
+    because project_root() looked beside the editable package before looking at the current folder."""
+    from skillbook.profiles import project_root
+    copy = tmp_path / "copy"
+    (copy / "chapters").mkdir(parents=True)
+    for name in ("_toc.yml", "pyproject.toml"):
+        (copy / name).write_text("")
+    monkeypatch.chdir(copy / "chapters")  # where papermill runs a chapter
+    assert project_root() == copy.resolve()
+    monkeypatch.chdir(tmp_path)  # outside any checkout: the package's own checkout
+    assert (project_root() / "lib" / "skillbook").is_dir()

@@ -16,8 +16,11 @@ class ProfileError(ValueError):
 
 
 def project_root() -> Path:
-    """The checkout that holds _toc.yml: beside the editable package, else the nearest parent of cwd."""
-    candidates = [Path(skillbook.__file__).resolve().parents[2], *Path.cwd().resolve().parents, Path.cwd()]
+    """The checkout that holds _toc.yml: the current folder or its nearest parent, else the one beside
+    the editable package. The current folder comes first so that a command run inside a copy of the
+    project acts on that copy, not on the checkout the package was installed from."""
+    here = Path.cwd().resolve()
+    candidates = [here, *here.parents, Path(skillbook.__file__).resolve().parents[2]]
     for c in candidates:
         if (c / "_toc.yml").exists() and (c / "pyproject.toml").exists():
             return c
