@@ -167,3 +167,17 @@ def test_findings_say_n_a_for_a_claim_without_an_estimate_and_keep_short_runs_in
     text = study.findings(claims, design, progress, final=True)
     assert "nan" not in text
     assert "n/a (no retrieved skill had a score)" in text and "3 minutes of episodes" in text
+
+
+def test_findings_format_numbers_as_the_claims_table_and_state_the_measured_mde():
+    # Real case: the closing paragraph printed "-0.050" (a hyphen, where the claims table prints −0.05) and
+    # said "about ten points" whatever the MDE in the table was.
+    import pandas as pd
+    from skillbook.analysis import Claim, claims_table
+    from skillbook.papers.breakdown import study
+    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
+    result = {"estimate": -0.05, "ci_low": -0.12, "ci_high": 0.02, "p": 0.21, "n": 223, "mde": 0.094}
+    table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, result)])
+    text = study.findings(table, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=True)
+    assert "−0.05 [−0.12, +0.02], p = 0.21" in text and "-0.05" not in text
+    assert "±0.09 " in text and "at most 3.1 pp" in text and "ten points" not in text

@@ -231,6 +231,9 @@ PAPER = {  # the first paper's averages over 11 models and three benchmarks (per
 }
 
 
+PAPER_LARGEST = 0.031  # the largest of the paper's primary effects above, as a share
+
+
 def effects(df: pd.DataFrame) -> pd.DataFrame:
     """Per task, the text memory's effect at each level (memory − none, in {−1, 0, 1}); rows: task_id,
     level, effect — the interaction is the paired difference of the two levels' effects."""
@@ -321,7 +324,9 @@ def _duration(hours: float) -> str:
 def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
              model: str = "the profile's model") -> str:
     """The chapter's closing paragraph, written from the claims table and the progress table; `model` is
-    the backend that answered the recorded episodes (e.g. `lab.llm.backend`)."""
+    the backend that answered the recorded episodes (e.g. `lab.llm.backend`). Numbers are formatted as the
+    claims table formats them."""
+    from ...analysis.claims import _decimals, _fmt, _fmt_p
     n = int(claims["n"].dropna().max()) if len(claims) else 0
     hours = float(progress.loc["all", "hours"]) if "all" in progress.index else float("nan")
     lines = [f"**What was asked.** Does text-skill memory help at the subtask level and hurt at the task "
@@ -335,15 +340,26 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
             note = r.get("note") if isinstance(r.get("note"), str) and r.get("note") else "no estimate"
             est = f"n/a ({note})"
         else:
-            est = f"{r['estimate']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" + (
-                f", p = {r['p']:.3g}" if pd.notna(r["p"]) else "")
+            d = _decimals(r["estimate"], r["ci_low"], r["ci_high"])
+            est = f"{_fmt(r['estimate'], decimals=d)} [{_fmt(r['ci_low'], decimals=d)}, " \
+                  f"{_fmt(r['ci_high'], decimals=d)}]" + (f", p = {_fmt_p(r['p'])}" if pd.notna(r["p"]) else "")
         verdict = r["verdict"] if final else "no verdict before n is reached"
         found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
     lines.append("**What it found.**\n" + "\n".join(found))
-    lines.append("**How sure.** Each 'not resolved' names the smallest effect this n could have detected "
-                 "with 80% power; an effect of the paper's size (a few percentage points) is far below it: "
-                 "a laptop study of this size can find an effect of about ten points or more, or rule out "
-                 "effects larger than its interval, not confirm the paper's average.")
+    mde = claims.loc[claims["role"] == "primary", "mde"].dropna() if "mde" in claims else pd.Series(dtype=float)
+    mde = mde[mde < float("inf")]
+    if len(mde):
+        span = _fmt(mde.min(), signed=False) if mde.min() == mde.max() else \
+            f"{_fmt(mde.min(), signed=False)} to ±{_fmt(mde.max(), signed=False)}"
+        sure = (f"**How sure.** At n = {n} the primary contrasts could detect effects of ±{span} with 80% "
+                "power (each 'not resolved' names its own).")
+        if mde.min() > PAPER_LARGEST:
+            sure += (f" The paper's effects are at most {PAPER_LARGEST * 100:.1f} pp, smaller than that: this "
+                     "study can find a larger effect or rule out effects beyond its interval; it cannot confirm "
+                     "the paper's average.")
+        lines.append(sure)
+    else:
+        lines.append("**How sure.** No primary contrast has a minimum detectable effect at this n yet.")
     return "\n\n".join(lines)
 
 
