@@ -181,3 +181,12 @@ def test_findings_format_numbers_as_the_claims_table_and_state_the_measured_mde(
     text = study.findings(table, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=True)
     assert "−0.05 [−0.12, +0.02], p = 0.21" in text and "-0.05" not in text
     assert "±0.09 " in text and "at most 3.1 pp" in text and "ten points" not in text
+
+
+def test_seconds_per_call_count_only_live_calls_per_stream(ran):
+    from skillbook.run.streams import load_episodes
+    s = study.seconds_per_call(ran["root"], ran["design"])
+    assert list(s.index) == [c for c in ran["design"].conditions if c in s.index]
+    for c, r in s.iterrows():
+        live = [x.latency_s for e in load_episodes(ran["root"] / "streams" / c) for x in e.calls if not x.cached]
+        assert r.live_calls == len(live) and r.max_s == max(live) and r.median_s <= r.p90_s <= r.max_s

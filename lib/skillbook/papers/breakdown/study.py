@@ -283,6 +283,24 @@ def library_growth(root: str | Path, design: StudyDesign) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["condition", "position", "skills"])
 
 
+def seconds_per_call(root: str | Path, design: StudyDesign) -> pd.DataFrame:
+    """Per stream: the model seconds of its live calls (the ones the response cache did not answer) —
+    median, 90th percentile and largest. Wall seconds depend on what else ran on the machine in each
+    sitting; this shows how much, so the cost table can say how far its seconds can be compared."""
+    rows = []
+    for c in design.conditions:
+        d = Path(root) / "streams" / c
+        if not (d / "run.json").exists():
+            continue
+        lat = [x.latency_s for e in load_condition(d).episodes for x in e.calls if not x.cached]
+        if lat:
+            q = np.quantile(lat, [0.5, 0.9])
+            rows.append({"condition": c, "live_calls": len(lat), "median_s": q[0], "p90_s": q[1],
+                         "max_s": max(lat)})
+    return pd.DataFrame(rows, columns=["condition", "live_calls", "median_s", "p90_s", "max_s"]
+                        ).set_index("condition")
+
+
 def retrieved_utility(root: str | Path, design: StudyDesign, conditions=("task-text", "subtask-text"),
                       embedder=None) -> pd.DataFrame:
     """Per recorded episode of each text-memory stream that retrieved a scored skill: success and the mean
