@@ -190,3 +190,33 @@ def test_seconds_per_call_count_only_live_calls_per_stream(ran):
     for c, r in s.iterrows():
         live = [x.latency_s for e in load_episodes(ran["root"] / "streams" / c) for x in e.calls if not x.cached]
         assert r.live_calls == len(live) and r.max_s == max(live) and r.median_s <= r.p90_s <= r.max_s
+
+
+def test_findings_count_tasks_from_the_primary_contrasts_not_the_utility_rows():
+    # Real case (chapter 09, interim): "5 streams over the same 25 test tasks (interim: 25 of 223)" at 13
+    # common tasks: the utility claim's n counts episodes (25), not tasks.
+    import pandas as pd
+    from skillbook.analysis import Claim, claims_table
+    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
+    pair = {"estimate": -0.23, "ci_low": -0.48, "ci_high": 0.05, "p": 0.25, "n": 13, "mde": 0.54}
+    slope = {"estimate": 0.1, "ci_low": -0.2, "ci_high": 0.4, "p": 0.5, "n": 25, "n_clusters": 13}
+    table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, pair),
+                          Claim("success rises with retrieved utility", "§6.1: yes", +1, False, slope)])
+    text = study.findings(table, design, pd.DataFrame({"hours": [3.2]}, index=["all"]), final=False)
+    assert "the same 13 test tasks (interim: 13 of the pre-registered 223)" in text
+
+
+def test_a_utility_that_does_not_vary_is_not_tested_and_the_table_says_why():
+    # Real case (study records, 13 common tasks): every coin task's text is closer to the others than any
+    # skill is to its nearest task, so every skill's specificity, and utility, is 0; the claim read
+    # "not resolved (MDE n/a)" with an empty note.
+    import pandas as pd
+    from skillbook.analysis import claims_table
+    scored = pd.DataFrame({"task_id": [f"t{i % 5}" for i in range(12)], "task_type": "coin",
+                           "success": [0, 1] * 6, "specificity": 0.0, "abstractness": 0.995,
+                           "utility": 0.0, "condition": "subtask-text"})
+    df = pd.DataFrame({"task_id": ["a", "a", "a", "a"], "condition": ["task-none", "task-text",
+                       "subtask-none", "subtask-text"], "success": [0, 0, 1, 1]})
+    row = claims_table(study.claims(df, study.utility_claim(scored))).iloc[-1]
+    assert row["verdict"] == "not tested"
+    assert "utility is 0 for every" in row["note"] and "specificity" in row["note"]

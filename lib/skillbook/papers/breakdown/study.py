@@ -263,7 +263,7 @@ def claims(df: pd.DataFrame, utility: dict | None = None) -> list:
                          paired_difference(df, "condition", "subtask-placebo", "subtask-text")))
     if utility is not None:
         out.append(Claim("success rises with retrieved utility (slope per SD, clustered by task)", "§6.1: yes", +1,
-                         False, utility))
+                         False, utility, note=utility.get("note", "")))
     return out
 
 
@@ -330,6 +330,14 @@ def utility_claim(scored: pd.DataFrame) -> dict:
     within task types, clustered by task (`utility.success_slope`)."""
     from .utility import success_slope
     within = "task_type" if len(scored) and scored.task_type.nunique() > 1 else None
+    if len(scored) and scored.utility.nunique() == 1:
+        # Nothing to regress on: a claim with no test ("not tested"), and the table says why.
+        note = f"utility is {scored.utility.iloc[0]:.3g} for every retrieved skill"
+        if (scored.specificity == 0).all():
+            note += (" (specificity 0: every pair of study tasks is more alike than any skill is to its nearest "
+                     "task)")
+        return {"score": "utility", "n": len(scored), "n_clusters": scored.task_id.nunique(),
+                "estimate": float("nan"), "note": note + "; success cannot be regressed on a constant"}
     return success_slope(scored, "utility", within=within)
 
 
@@ -345,7 +353,9 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
     the backend that answered the recorded episodes (e.g. `lab.llm.backend`). Numbers are formatted as the
     claims table formats them."""
     from ...analysis.claims import _decimals, _fmt, _fmt_p
-    n = int(claims["n"].dropna().max()) if len(claims) else 0
+    # tasks per stream: from the primary contrasts (the utility claim's n counts episodes)
+    primary = claims[claims["role"] == "primary"] if len(claims) else claims
+    n = int(primary["n"].dropna().max()) if len(primary) and primary["n"].notna().any() else 0
     hours = float(progress.loc["all", "hours"]) if "all" in progress.index else float("nan")
     lines = [f"**What was asked.** Does text-skill memory help at the subtask level and hurt at the task "
              f"level (the interaction), on {design.task_types} with {model}?",
