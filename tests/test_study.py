@@ -220,3 +220,21 @@ def test_a_utility_that_does_not_vary_is_not_tested_and_the_table_says_why():
     row = claims_table(study.claims(df, study.utility_claim(scored))).iloc[-1]
     assert row["verdict"] == "not tested"
     assert "utility is 0 for every" in row["note"] and "specificity" in row["note"]
+
+
+def test_the_eta_uses_the_pace_of_the_last_chunk(tmp_path, monkeypatch):
+    # Real case: after sittings shared with a second model server, `study status` said 37.5 h to go at
+    # a mean of 239 s per task-text episode, while that stream's recent episodes took about 25 s.
+    from types import SimpleNamespace
+    d = study.StudyDesign(task_types="twx/coin", n_tasks=40, chunk=10)
+    walls = {c: [10.0] * 20 for c in d.conditions}
+    walls["task-text"] = [500.0] * 10 + [20.0] * 10
+    for c in d.conditions:
+        (tmp_path / "streams" / c).mkdir(parents=True)
+        (tmp_path / "streams" / c / "run.json").write_text("{}")
+    monkeypatch.setattr(study, "load_condition", lambda path, *a: SimpleNamespace(
+        episodes=[SimpleNamespace(wall_s=w) for w in walls[path.name]]))
+    s = study.status(tmp_path, d)
+    assert s.loc["task-text", "s_per_episode"] == 260.0 and s.loc["task-text", "recent_s"] == 20.0
+    assert s.loc["task-text", "eta_hours"] == round(20 * 20.0 / 3600, 1)
+    assert s.loc["all", "eta_hours"] == round((4 * 20 * 10.0 + 20 * 20.0) / 3600, 1)

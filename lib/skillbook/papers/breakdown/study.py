@@ -207,21 +207,25 @@ def common_tasks(df: pd.DataFrame, conditions) -> list[str]:
 
 
 def status(root: str | Path, design: StudyDesign) -> pd.DataFrame:
-    """Per stream: episodes done of n, the hours its episodes took, seconds per episode, and the ETA
-    (remaining episodes × seconds per episode so far); the last row sums the streams."""
+    """Per stream: episodes done of n, the hours its episodes took, seconds per episode over all of them
+    and over the last chunk (`recent_s`), and the ETA: remaining episodes × the recent pace — a sitting
+    that shared the cores with another model server ran several times slower, and the mean over all
+    sittings would carry that into every later estimate. The last row sums the streams."""
     rows = []
     for c in design.conditions:
         d = Path(root) / "streams" / c
-        eps = load_condition(d).episodes if (d / "run.json").exists() else []
-        seconds = sum(e.wall_s for e in eps)
-        per = seconds / len(eps) if eps else np.nan
-        rows.append({"condition": c, "done": len(eps), "n": design.n_tasks, "hours": seconds / 3600,
-                     "s_per_episode": per, "eta_hours": (design.n_tasks - len(eps)) * per / 3600})
+        walls = [e.wall_s for e in load_condition(d).episodes] if (d / "run.json").exists() else []
+        per = sum(walls) / len(walls) if walls else np.nan
+        recent = walls[-design.chunk:]
+        pace = sum(recent) / len(recent) if recent else np.nan
+        rows.append({"condition": c, "done": len(walls), "n": design.n_tasks, "hours": sum(walls) / 3600,
+                     "s_per_episode": per, "recent_s": pace, "eta_hours": (design.n_tasks - len(walls)) * pace / 3600})
     df = pd.DataFrame(rows).set_index("condition")
     # The total ETA is unknown (NaN) until every stream has a measured pace: streams differ several-fold.
-    df.loc["all"] = [df.done.sum(), df.n.sum(), df.hours.sum(), df.hours.sum() * 3600 / max(df.done.sum(), 1),
+    done = max(df.done.sum(), 1)
+    df.loc["all"] = [df.done.sum(), df.n.sum(), df.hours.sum(), df.hours.sum() * 3600 / done, np.nan,
                      df.eta_hours.sum(skipna=False)]
-    return df.round({"hours": 2, "s_per_episode": 1, "eta_hours": 1})
+    return df.round({"hours": 2, "s_per_episode": 1, "recent_s": 1, "eta_hours": 1})
 
 
 # -- analysis -----------------------------------------------------------------------------------------------
