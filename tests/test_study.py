@@ -238,3 +238,28 @@ def test_the_eta_uses_the_pace_of_the_last_chunk(tmp_path, monkeypatch):
     assert s.loc["task-text", "s_per_episode"] == 260.0 and s.loc["task-text", "recent_s"] == 20.0
     assert s.loc["task-text", "eta_hours"] == round(20 * 20.0 / 3600, 1)
     assert s.loc["all", "eta_hours"] == round((4 * 20 * 10.0 + 20 * 20.0) / 3600, 1)
+
+
+def test_clustering_tasks_by_situation_widens_the_interval_of_repeated_outcomes():
+    # Real case: the 223 coin test tasks start in only 16 distinct ways, and the deterministic no-memory
+    # agents repeat their outcome within one; as if independent, 10 copies of one task look like 10 tasks.
+    import numpy as np
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(8):                      # 8 situations × 10 identical tasks
+        a, b = rng.integers(0, 2, 2)
+        for k in range(10):
+            t = f"t{s}-{k}"
+            rows += [{"task_id": t, "condition": "subtask-none", "success": a},
+                     {"task_id": t, "condition": "subtask-text", "success": b},
+                     {"task_id": t, "condition": "task-none", "success": 0},
+                     {"task_id": t, "condition": "task-text", "success": 0}]
+    df = pd.DataFrame(rows)
+    situation = pd.Series({f"t{s}-{k}": s for s in range(8) for k in range(10)})
+    c = study.clustered_contrasts(df, situation).set_index("contrast")
+    naive = study.claims(df)[0].result
+    sub = c.loc["subtask-text − subtask-none"]
+    assert sub.n == 80 and sub.situations == 8 and sub.estimate == pytest.approx(naive["difference"])
+    assert sub.ci_high - sub.ci_low > 2 * (naive["ci_high"] - naive["ci_low"])
+    assert np.isnan(c.loc["task-text − task-none", "p"])     # no variation: nothing to test
+    assert c.loc["interaction (subtask effect − task effect)", "estimate"] == pytest.approx(sub.estimate)

@@ -271,6 +271,50 @@ def claims(df: pd.DataFrame, utility: dict | None = None) -> list:
     return out
 
 
+def situations(design: StudyDesign) -> pd.Series:
+    """task id → its situation: the tasks whose instruction and first observation are the same text share
+    one (numbered in stream order). Coin with two rooms has few: many test seeds start the same way."""
+    from ...envs import task_texts
+    tasks = design.tasks()
+    texts = task_texts(tasks, design.env_options)
+    codes = pd.factorize(pd.Series([texts[t] for t in tasks]))[0]
+    return pd.Series(codes, index=pd.Index(tasks, name="task_id"), name="situation")
+
+
+def clustered_contrasts(df: pd.DataFrame, situation: pd.Series, ci: float = 0.95) -> pd.DataFrame:
+    """A sensitivity analysis, not part of the pre-registration: the three primary contrasts with the tasks
+    clustered by situation. Tasks that start alike are not independent draws of what the agent meets (the
+    no-memory agents are deterministic, so they repeat their outcome within one), so each contrast's mean
+    per-task difference gets a cluster-robust (CR1) interval and p with t on G − 1 degrees of freedom,
+    G = the number of situations among the tasks. Coarser clusters than the true games only widen it."""
+    import statsmodels.api as sm
+    from scipy import stats as st
+    wide = df.pivot_table(index="task_id", columns="condition", values="success", aggfunc="mean")
+    diffs = {}
+    if {"subtask-none", "subtask-text"} <= set(wide.columns):
+        diffs["subtask-text − subtask-none"] = wide["subtask-text"] - wide["subtask-none"]
+    if {"task-none", "task-text"} <= set(wide.columns):
+        diffs["task-text − task-none"] = wide["task-text"] - wide["task-none"]
+    if len(diffs) == 2:
+        diffs["interaction (subtask effect − task effect)"] = (diffs["subtask-text − subtask-none"]
+                                                                - diffs["task-text − task-none"])
+    rows = []
+    for name, d in diffs.items():
+        d = d.dropna()
+        g = situation.reindex(d.index)
+        row = {"contrast": name, "n": len(d), "situations": int(g.nunique()), "estimate": float(d.mean()),
+               "ci_low": np.nan, "ci_high": np.nan, "p": np.nan}
+        if row["situations"] >= 2 and d.std() > 0:
+            fit = sm.OLS(d.to_numpy(float), np.ones((len(d), 1))).fit(
+                cov_type="cluster", cov_kwds={"groups": pd.factorize(g)[0]}, use_t=True)
+            se, dof = float(fit.bse[0]), row["situations"] - 1
+            t = float(st.t.ppf(1 - (1 - ci) / 2, dof))
+            row.update(ci_low=row["estimate"] - t * se, ci_high=row["estimate"] + t * se,
+                       p=float(2 * st.t.sf(abs(row["estimate"] / se), dof)) if se > 0 else np.nan)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["contrast", "n", "situations", "estimate", "ci_low", "ci_high", "p"])
+
+
 def library_growth(root: str | Path, design: StudyDesign) -> pd.DataFrame:
     """Skills in each memory stream's library after each recorded task (from the episodes' writes and the
     final library: merged skills count once, at their first write)."""
