@@ -263,3 +263,15 @@ def test_clustering_tasks_by_situation_widens_the_interval_of_repeated_outcomes(
     assert sub.ci_high - sub.ci_low > 2 * (naive["ci_high"] - naive["ci_low"])
     assert np.isnan(c.loc["task-text − task-none", "p"])     # no variation: nothing to test
     assert c.loc["interaction (subtask effect − task effect)", "estimate"] == pytest.approx(sub.estimate)
+
+
+def test_findings_name_the_situations_and_the_clustered_interval():
+    from skillbook.analysis import Claim, claims_table
+    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
+    pair = {"estimate": -0.2, "ci_low": -0.45, "ci_high": 0.05, "p": 0.2, "n": 20, "mde": 0.5}
+    table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, pair)])
+    clustered = pd.DataFrame([{"contrast": "subtask-text − subtask-none", "n": 20, "situations": 12,
+                               "estimate": -0.2, "ci_low": -0.454, "ci_high": 0.054, "p": 0.11}])
+    text = study.findings(table, design, pd.DataFrame({"hours": [4.0]}, index=["all"]), final=False,
+                          clustered=clustered)
+    assert "The 20 tasks start in 12 distinct situations" in text and "[−0.45, +0.05]" in text

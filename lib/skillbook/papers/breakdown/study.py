@@ -396,10 +396,11 @@ def _duration(hours: float) -> str:
 
 
 def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
-             model: str = "the profile's model") -> str:
+             model: str = "the profile's model", clustered: pd.DataFrame | None = None) -> str:
     """The chapter's closing paragraph, written from the claims table and the progress table; `model` is
-    the backend that answered the recorded episodes (e.g. `lab.llm.backend`). Numbers are formatted as the
-    claims table formats them."""
+    the backend that answered the recorded episodes (e.g. `lab.llm.backend`); `clustered` is the
+    sensitivity table of `clustered_contrasts`, if any. Numbers are formatted as the claims table formats
+    them."""
     from ...analysis.claims import _decimals, _fmt, _fmt_p
     # tasks per stream: from the primary contrasts (the utility claim's n counts episodes)
     primary = claims[claims["role"] == "primary"] if len(claims) else claims
@@ -436,6 +437,12 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
         lines.append(sure)
     else:
         lines.append("**How sure.** No primary contrast has a minimum detectable effect at this n yet.")
+    if clustered is not None and len(clustered):
+        c = clustered.iloc[0]
+        ci = (f"[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]" if pd.notna(c["ci_low"]) else "no interval")
+        lines[-1] += (f" The {n} tasks start in {int(clustered['situations'].max())} distinct situations; "
+                      f"clustered by situation (a sensitivity analysis, not pre-registered), the first primary "
+                      f"contrast's interval is {ci}.")
     return "\n\n".join(lines)
 
 
