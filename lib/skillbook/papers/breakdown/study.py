@@ -289,15 +289,12 @@ def clustered_contrasts(df: pd.DataFrame, situation: pd.Series, ci: float = 0.95
     G = the number of situations among the tasks. Coarser clusters than the true games only widen it."""
     import statsmodels.api as sm
     from scipy import stats as st
-    wide = df.pivot_table(index="task_id", columns="condition", values="success", aggfunc="mean")
-    diffs = {}
-    if {"subtask-none", "subtask-text"} <= set(wide.columns):
-        diffs["subtask-text − subtask-none"] = wide["subtask-text"] - wide["subtask-none"]
-    if {"task-none", "task-text"} <= set(wide.columns):
-        diffs["task-text − task-none"] = wide["task-text"] - wide["task-none"]
+    # the per-task memory effects of `effects`, the same differences the pre-registered tests use
+    level = effects(df).pivot_table(index="task_id", columns="level", values="effect")
+    names = {"subtask": "subtask-text − subtask-none", "task": "task-text − task-none"}
+    diffs = {names[k]: level[k] for k in ("subtask", "task") if k in level}
     if len(diffs) == 2:
-        diffs["interaction (subtask effect − task effect)"] = (diffs["subtask-text − subtask-none"]
-                                                                - diffs["task-text − task-none"])
+        diffs["interaction (subtask effect − task effect)"] = level["subtask"] - level["task"]
     rows = []
     for name, d in diffs.items():
         d = d.dropna()
@@ -423,7 +420,7 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
         verdict = r["verdict"] if final else "no verdict before n is reached"
         found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
     lines.append("**What it found.**\n" + "\n".join(found))
-    mde = claims.loc[claims["role"] == "primary", "mde"].dropna() if "mde" in claims else pd.Series(dtype=float)
+    mde = primary["mde"].dropna() if "mde" in primary else pd.Series(dtype=float)
     mde = mde[mde < float("inf")]
     if len(mde):
         span = _fmt(mde.min(), signed=False) if mde.min() == mde.max() else \
