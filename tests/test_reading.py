@@ -7,7 +7,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from skillbook.analysis import Claim, claims_table, paired_difference
-from skillbook.book import normalize_notebook, project_root
+from skillbook.book import normalize_notebook, project_root, slowest_cells
 from skillbook.book.findings import INTERIM, collect_claims, findings_frame, findings_html, tally
 from skillbook.book.lab import FoldedTable, Lab
 from skillbook.book.reading import (claims_anchor, collapse_progress, prepare_for_reading)
@@ -205,6 +205,17 @@ def test_normalising_twice_gives_the_same_file(tmp_path):
     once = path.read_text()
     normalize_notebook(path, tmp_path)
     assert path.read_text() == once
+
+
+def test_the_slowest_cells_are_read_before_normalising_takes_the_clock_out(tmp_path):
+    path = tmp_path / "00_x.ipynb"
+    nb = chapter_like(new_code_cell("run()"))
+    for n, (c, d) in enumerate(zip(nb.cells[1:], [0.1, 0.2, 12.5, 40.0, 1.0]), start=1):
+        c.execution_count, c.metadata["papermill"] = n, {"duration": d}
+    nbformat.write(nb, path)
+    assert slowest_cells(path, k=2) == [(4, 40.0), (3, 12.5)]
+    normalize_notebook(path, tmp_path)
+    assert slowest_cells(path) == []     # no clock in the copy a reader gets
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.stem)

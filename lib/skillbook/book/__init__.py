@@ -103,6 +103,17 @@ def check_parameters(chapter: str, params: dict, defaults: dict, where: str = ""
                                f"(like its default {default!r}), got {value!r}")
 
 
+def slowest_cells(notebook: Path, k: int = 3) -> list[tuple[int, float]]:
+    """The `k` code cells that took longest in an executed notebook, as (execution count, seconds), read
+    from papermill's clock before `normalize_notebook` takes it out: where a chapter's time goes."""
+    import nbformat
+    nb = nbformat.read(notebook, as_version=4)
+    timed = [(c.get("execution_count"), c.metadata.get("papermill", {}).get("duration")) for c in nb.cells
+             if c.cell_type == "code"]
+    timed = [(n, float(d)) for n, d in timed if n is not None and d is not None]
+    return sorted(timed, key=lambda t: -t[1])[:k]
+
+
 def normalize_notebook(notebook: Path, root: Path) -> None:
     """What makes two executions of the same records differ, taken out of an executed notebook: papermill's
     clock (start and end times, durations), the kernel's timestamps, the random id of its injected-parameters
@@ -236,13 +247,18 @@ def _execute_plans(plans, profile: str, output_root: Path | None, root: Path, pm
         target = out_dir / f"{name}.ipynb"
         t0 = time.time()
         print(f"[skillbook] executing {name} (profile {profile}) -> {target}", flush=True)
+        slow = []
         try:
             pm.execute_notebook(str(source), str(target), parameters=p, kernel_name="python3",
                                 cwd=str(root / "chapters"), progress_bar=False, log_output=False)
         finally:   # a failed execution is read too (where it stopped): normalise it as well
             if target.exists():
+                slow = slowest_cells(target)
                 normalize_notebook(target, root)
-        print(f"[skillbook] {name}: {time.time() - t0:.0f} s", flush=True)
+        # where the time went, by cell (the executed copy keeps no clock, so that replays compare equal)
+        where = ", ".join(f"[{n}] {d:.0f} s" for n, d in slow)
+        print(f"[skillbook] {name}: {time.time() - t0:.0f} s" + (f" (slowest cells: {where})" if where else ""),
+              flush=True)
         done.append(target)
     return done
 
