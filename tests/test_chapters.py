@@ -1,4 +1,5 @@
-"""Chapters: clean sources (nbdev-style), real execution under the smoke profile, the -W book build."""
+"""Chapters: clean sources (nbdev-style), real execution under the ci profile (the smoke profile made
+cheaper, profiles/ci.yml), the -W book build."""
 import json
 import re
 from pathlib import Path
@@ -44,17 +45,41 @@ def test_profiles_exist_and_unknown_ones_are_named():
         execute("smoke", ["99_nope"])
 
 
+def test_a_profile_that_extends_another_overrides_it_key_by_key(tmp_path):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "base.yml").write_text(
+        "n_tasks: 1\nmax_steps: 4\nchapters:\n  09_study: {study_profile: base, run: true}\n"
+        "  07_skillrl: {train_base: ''}\nstudy:\n  n_tasks: 2\n  max_steps: 4\n")
+    (tmp_path / "profiles" / "lean.yml").write_text(
+        "extends: base\nmax_steps: 2\nchapters:\n  09_study: {study_profile: lean}\nstudy:\n  max_steps: 2\n")
+    lean = load_profile("lean", tmp_path)
+    assert lean["n_tasks"] == 1 and lean["max_steps"] == 2 and "extends" not in lean
+    assert lean["chapters"] == {"09_study": {"study_profile": "lean", "run": True}, "07_skillrl": {"train_base": ""}}
+    assert lean["study"] == {"n_tasks": 2, "max_steps": 2}
+    assert load_profile("base", tmp_path)["max_steps"] == 4          # the base is not changed
+    (tmp_path / "profiles" / "loop.yml").write_text("extends: loop2\n")
+    (tmp_path / "profiles" / "loop2.yml").write_text("extends: loop\n")
+    with pytest.raises(ProfileError, match="goes round in a circle"):
+        load_profile("loop", tmp_path)
+    (tmp_path / "profiles" / "orphan.yml").write_text("extends: nope\n")
+    with pytest.raises(ProfileError, match="unknown profile 'nope'; valid profiles: base"):
+        load_profile("orphan", tmp_path)
+
+
+CI_PROFILE = "ci"
+
+
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def ci_run(tmp_path_factory):
     """Every chapter executed in book order into one folder (later chapters read earlier chapters' records)."""
-    root = tmp_path_factory.mktemp("smoke")
-    return root, dict(zip(toc_chapters(), execute("smoke", output_root=root)))
+    root = tmp_path_factory.mktemp("ci")
+    return root, dict(zip(toc_chapters(), execute(CI_PROFILE, output_root=root)))
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("chapter", toc_chapters())
-def test_chapter_executes_under_the_smoke_profile(chapter, smoke_run):
-    tmp_path, outputs = smoke_run
+def test_chapter_executes_under_the_ci_profile(chapter, ci_run):
+    tmp_path, outputs = ci_run
     nb = nbformat.read(outputs[chapter], as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
@@ -67,7 +92,7 @@ def test_chapter_executes_under_the_smoke_profile(chapter, smoke_run):
         return
     summary_path, = tmp_path.rglob(f"summary-{chapter}.json")
     summary = json.loads(summary_path.read_text())
-    assert summary["backend"] == load_profile("smoke")["backend"]
+    assert summary["backend"] == load_profile(CI_PROFILE)["backend"]
     assert summary["errors"] == 0
     exported = export_files(summary_path.parent)   # the cache's text form: responses/NNNNNN.jsonl.gz
     assert exported and sum(1 for p in exported for _ in read_export(p)) >= summary["live_calls"]

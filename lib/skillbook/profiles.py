@@ -31,7 +31,14 @@ def profiles(root: Path | None = None) -> list[str]:
     return sorted(p.stem for p in ((root or project_root()) / "profiles").glob("*.yml"))
 
 
-def load_profile(name: str, root: Path | None = None) -> dict:
+# Sections whose entries a profile that `extends` another overrides one by one (per chapter, per study
+# setting) instead of replacing the whole section.
+MERGED_SECTIONS = ("chapters", "study")
+
+
+def load_profile(name: str, root: Path | None = None, _seen: tuple[str, ...] = ()) -> dict:
+    """A profile's parameters. `extends: <profile>` starts from that profile: top-level keys are replaced,
+    the `chapters:` and `study:` sections are merged entry by entry (a chapter's overrides key by key)."""
     root = root or project_root()
     path = root / "profiles" / f"{name}.yml"
     if not path.exists():
@@ -44,4 +51,23 @@ def load_profile(name: str, root: Path | None = None) -> dict:
         raise ProfileError(f"{path}{where}: not a valid YAML profile ({getattr(e, 'problem', e)})") from None
     if not isinstance(params, dict):
         raise ProfileError(f"{path}: a profile is a mapping of parameter names to values")
-    return params
+    base_name = params.pop("extends", None)
+    if base_name is None:
+        return params
+    if name in _seen or base_name in (*_seen, name):
+        raise ProfileError(f"profile {name!r}: `extends` goes round in a circle ({' -> '.join((*_seen, name, base_name))})")
+    base = load_profile(str(base_name), root, (*_seen, name))
+    for section in MERGED_SECTIONS:
+        mine, theirs = params.pop(section, None), base.get(section)
+        if mine is None:
+            continue
+        if not isinstance(mine, dict) or not isinstance(theirs or {}, dict):
+            raise ProfileError(f"{path}: `{section}:` must be a mapping, as in profile {base_name!r}")
+        merged = dict(theirs or {})
+        for key, value in mine.items():
+            if section == "chapters" and isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+        base[section] = merged
+    return {**base, **params}
