@@ -259,7 +259,7 @@ class PacedAgent(Agent):  # replayed answers are fast; the pause gives the test 
         return ep
 
 
-run_streams(out, streams, lambda: PacedAgent(llm, AgentConfig(max_steps=4, n_examples=0)), progress=False)
+run_streams(out, streams, lambda: PacedAgent(llm, AgentConfig(max_steps=2, n_examples=0)), progress=False)
 """
 
 
