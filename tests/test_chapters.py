@@ -90,7 +90,12 @@ def test_chapter_executes_under_the_ci_profile(chapter, ci_run):
         assert record["chapter"] == chapter and record["claims"]
     if chapter in NO_MODEL_CALLS:      # it reads records only: no summary, no cache to export
         return
-    summary_path, = tmp_path.rglob(f"summary-{chapter}.json")
+    found = list(tmp_path.rglob(f"summary-{chapter}.json"))
+    if not found:   # the real case: 05 under ci made 18 calls, all answered from the cache 04 filled
+        closing = [o for c in nb.cells if c.cell_type == "code" and "lab.finish()" in c.source for o in c.outputs]
+        assert closing and ", 0 live;" in closing[0]["data"]["text/html"], "no summary, yet live model calls"
+        return
+    summary_path, = found
     summary = json.loads(summary_path.read_text())
     assert summary["backend"] == load_profile(CI_PROFILE)["backend"]
     assert summary["errors"] == 0

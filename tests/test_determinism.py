@@ -18,7 +18,7 @@ from skillbook.run import load_episodes, run_streams
 out = sys.argv[1]
 llm = LLM("embedded:qwen2.5-coder-0.5b", ResponseCache(out + "/responses.sqlite"))
 streams = {"a": ["twx/twc/dev/0", "twx/twc/dev/1"], "b": ["twx/peckingorder/dev/0"]}
-run_streams(out, streams, lambda: Agent(llm, AgentConfig(max_steps=3)), workers=2, progress=False,
+run_streams(out, streams, lambda: Agent(llm, AgentConfig(max_steps=2)), workers=2, progress=False,
             env_options={"twx": {"game_params": {"twc": {"numLocations": 1, "numItemsToPutAway": 1}}}})
 eps = sorted(load_episodes(out), key=lambda e: (e.stream, e.position))
 print(json.dumps([[e.task_id, [(s.action, s.raw) for s in e.steps], e.score, e.success, e.error] for e in eps]))
