@@ -183,6 +183,22 @@ def test_findings_format_numbers_as_the_claims_table_and_state_the_measured_mde(
     assert "±0.09 " in text and "at most 3.1 pp" in text and "ten points" not in text
 
 
+def test_findings_say_what_one_small_model_on_one_game_cannot_show():
+    # Issue 16: "say what a 1.5B model can and cannot show" — in the closing paragraph, interim or final.
+    import pandas as pd
+    from skillbook.analysis import Claim, claims_table
+    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
+    result = {"estimate": -0.05, "ci_low": -0.12, "ci_high": 0.02, "p": 0.21, "n": 223, "mde": 0.094}
+    table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, result)])
+    for final in (False, True):
+        text = study.findings(table, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=final,
+                              model="`embedded:qwen2.5-coder-1.5b`")
+        last = text.split("\n\n")[-1]
+        assert last.startswith("**What it can and cannot show.** One model (`embedded:qwen2.5-coder-1.5b`) on "
+                               "one game (twx/coin)")
+        assert "11 models on three other benchmarks" in last and "cannot say" in last
+
+
 def test_seconds_per_call_count_only_live_calls_per_stream(ran):
     from skillbook.run.streams import load_episodes
     s = study.seconds_per_call(ran["root"], ran["design"])

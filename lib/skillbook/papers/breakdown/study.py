@@ -236,6 +236,8 @@ PAPER = {  # the first paper's averages over 11 models and three benchmarks (per
 
 
 PAPER_LARGEST = 0.031  # the largest of the paper's primary effects above, as a share
+# what the paper's averages range over (its benchmarks and models; papers digest)
+PAPER_SCOPE = "11 models on three other benchmarks (AppWorld, OfficeBench, KramaBench)"
 
 
 def effects(df: pd.DataFrame) -> pd.DataFrame:
@@ -440,6 +442,11 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
         lines[-1] += (f" The {n} tasks start in {int(clustered['situations'].max())} distinct situations; "
                       f"clustered by situation (a sensitivity analysis, not pre-registered), the first primary "
                       f"contrast's interval is {ci}.")
+    lines.append(f"**What it can and cannot show.** One model ({model}) on one game ({design.task_types}) with "
+                 f"{design.max_steps} steps; the paper's numbers are averages over {PAPER_SCOPE}. A verdict here "
+                 "says whether text skills help or hurt this model on this game, within the intervals above. It "
+                 "cannot say whether the paper's averages hold for other models, larger ones especially, or on "
+                 "the paper's benchmarks.")
     return "\n\n".join(lines)
 
 
