@@ -2,6 +2,8 @@
 pre-registered design read from a profile (bad settings named before any model time), n from the planning
 discordance, streams advanced together chunk by chunk and resumed, interim analysis on the tasks every
 stream has, the claims (three primaries, placebo, utility), library growth. Control flow only: seconds."""
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -291,3 +293,46 @@ def test_findings_name_the_situations_and_the_clustered_interval():
     text = study.findings(table, design, pd.DataFrame({"hours": [4.0]}, index=["all"]), final=False,
                           clustered=clustered)
     assert "The 20 tasks start in 12 distinct situations" in text and "[−0.45, +0.05]" in text
+
+
+def test_stop_saves_the_answers_a_stopped_run_left_only_in_sqlite(tmp_path, monkeypatch, capsys):
+    # Real case (2026-12-02): the study, stopped mid-chunk, left its last 78 answers only in
+    # streams/.responses.sqlite (not committed); the first replay of chapter 09 then wrote them as a new chunk
+    # (a replay that writes), and a new machine would have lost them.
+    from skillbook.llm import ResponseCache
+    from skillbook.llm.cache import export_files
+    streams = tmp_path / "streams"
+    cache = ResponseCache.for_run(streams)
+    cache.put("model-a", {"messages": [{"role": "user", "content": "saved"}]}, {"text": "one"})
+    cache.save()
+    cache.put("model-a", {"messages": [{"role": "user", "content": "left behind"}]}, {"text": "two"})
+    cache.close()
+    (tmp_path / "study.pid").write_text("4242\n")
+    alive = [True, True]                     # running when signalled and at the first poll, then ended
+    monkeypatch.setattr(study, "_alive", lambda pid: alive.pop(0) if alive else False)
+    monkeypatch.setattr(study.time, "sleep", lambda s: None)
+    signalled = []
+    monkeypatch.setattr(study.os, "killpg", lambda pid, sig: signalled.append((pid, sig)))
+    study.main(["stop", "--profile", "study", "--runs-root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert signalled == [(4242, study.signal.SIGINT)]
+    assert len(export_files(streams)) == 2 and "saved the study's unsaved answers as streams/responses/" in out
+    fresh = ResponseCache.for_run(streams)          # what a new machine sees: only the committed chunks
+    assert fresh.get("model-a", {"messages": [{"role": "user", "content": "left behind"}]}) == {"text": "two"}
+    fresh.close()
+    study.main(["stop", "--profile", "study", "--runs-root", str(tmp_path)])   # nothing running, nothing new
+    assert "no study is running" in capsys.readouterr().out and len(export_files(streams)) == 2
+
+
+def test_a_process_that_exited_unreaped_is_not_running():
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    for _ in range(100):
+        if Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        import time
+        time.sleep(0.05)
+    assert study._alive(proc.pid) is False        # a zombie: os.kill(pid, 0) still succeeds
+    proc.wait()
+    assert study._alive(proc.pid) is False

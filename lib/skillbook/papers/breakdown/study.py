@@ -22,7 +22,7 @@ that commit from a worktree, so no change to the library moves under a run that 
     python -m skillbook.papers.breakdown.study start   [--profile study]    # start or resume, in the background
     python -m skillbook.papers.breakdown.study status  [--profile study]    # progress, live hours, ETA
     python -m skillbook.papers.breakdown.study run     [--profile study]    # the same, in the foreground
-    python -m skillbook.papers.breakdown.study stop
+    python -m skillbook.papers.breakdown.study stop    [--profile study]    # stop, then save its answers
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import argparse
 import os
 import signal
 import subprocess
+import time
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -490,6 +491,8 @@ def main(argv: list[str] | None = None) -> None:
         p = sub.add_parser(name)
         p.add_argument("--profile", default="study")
         p.add_argument("--until", type=int, default=None, help="stop when every stream has this many tasks")
+    sub.choices["stop"].add_argument("--wait", type=float, default=600.0,
+                                     help="seconds to wait for the study to end before saving its answers")
     cal.add_argument("--backend", default=DEFAULT_BACKEND)
     for p in sub.choices.values():
         p.add_argument("--runs-root", default=None, help="default: runs/<profile> of the checkout")
@@ -516,9 +519,13 @@ def main(argv: list[str] | None = None) -> None:
             pid = root / "study.pid"
             if pid.exists() and _alive(int(pid.read_text())):
                 os.killpg(int(pid.read_text()), signal.SIGINT)   # stops within one agent step; nothing is lost
-                print("stopping; finished episodes are recorded")
+                print("stopping; finished episodes are recorded", flush=True)
+                if not _wait_for_exit(int(pid.read_text()), args.wait):
+                    print(f"the study has not ended after {args.wait:.0f} s; run `stop` again to save its answers")
+                    return
             else:
                 print("no study is running")
+            save_pending_answers(root)
             return
         if args.cmd == "start":
             pid = root / "study.pid"
@@ -548,12 +555,45 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
 
 
+def save_pending_answers(root: str | Path) -> Path | None:
+    """Write the answers a stopped study left only in its SQLite cache as one new committed chunk.
+
+    The run saves its answers after each chunk of episodes; one stopped mid-chunk leaves the rest in
+    `streams/.responses.sqlite`, which is not committed (a new machine starts without it), so they would
+    be lost with the machine, and the first replay would write them instead of only reading.
+    """
+    from ...llm import ResponseCache
+    streams = Path(root) / "streams"
+    if not streams.is_dir():
+        return None
+    cache = ResponseCache.for_run(streams)
+    try:
+        chunk = cache.save()
+    finally:
+        cache.close()
+    print(f"saved the study's unsaved answers as {chunk.relative_to(Path(root))}" if chunk
+          else "every answer of the study is in its committed chunks")
+    return chunk
+
+
+def _wait_for_exit(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-        return True
     except ProcessLookupError:
         return False
+    try:   # an exited process nobody has reaped yet (a container's init may never reap) is not running
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 if __name__ == "__main__":
