@@ -24,6 +24,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 CLUSTER := $(VENV)/.cluster-installed
+EXTRAS  := test,train
 
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
@@ -36,8 +37,9 @@ $(STAMP): pyproject.toml
 	# The CPU wheel first: otherwise a dependency pulls a multi-GB CUDA build of torch.
 	$(PY) -m pip install -q "$(TORCH)"
 	# the training extra too: chapter 07 trains the 0.5B policy (in the same command as the torch pin, so
-	# nothing replaces the CPU wheel)
-	$(PY) -m pip install -q "$(TORCH)" -e ".[test,train]"
+	# nothing replaces the CPU wheel); `make test` adds the cluster extra here (EXTRAS below), which saves
+	# a second resolve and editable build
+	$(PY) -m pip install -q "$(TORCH)" -e ".[$(EXTRAS)]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
@@ -45,7 +47,7 @@ install: $(STAMP) check-bwrap
 
 # Ray, the optional extra `cluster`: for the Ray executor and its tests (not needed to run the book on one machine)
 $(CLUSTER): $(STAMP)
-	$(PY) -m pip install -q "$(TORCH)" -e ".[test,train,cluster]"
+	$(PY) -c "import ray" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" -e ".[test,train,cluster]"
 	touch $(CLUSTER)
 
 # Code skills (model-written Python) run only inside a bubblewrap jail; without it they are refused
@@ -70,6 +72,8 @@ rerun: install check-java
 
 book: chapters html
 
+# the tests need Ray (tests/test_ray.py): on a fresh machine, one install with every extra
+test: EXTRAS := test,train,cluster
 test: install check-java $(CLUSTER)
 	$(PY) -m pytest -q -m "not exercises" --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
