@@ -336,3 +336,40 @@ def test_a_process_that_exited_unreaped_is_not_running():
     assert study._alive(proc.pid) is False        # a zombie: os.kill(pid, 0) still succeeds
     proc.wait()
     assert study._alive(proc.pid) is False
+
+
+def test_start_records_the_sitting_and_its_machine(tmp_path, monkeypatch, capsys):
+    # A study runs across sittings, possibly on other machines (a new VM in the sitting of 2026-12-02 16:24):
+    # llama.cpp's answers depend on the CPU's instructions and its build, so each sitting's machine is recorded.
+    import json
+    (tmp_path / "code.txt").write_text("4a78529bd6e7" + "0" * 28 + "\n")
+    monkeypatch.setattr(study, "pinned_checkout", lambda project, root: tmp_path)
+
+    class Proc:
+        pid = 4243
+    monkeypatch.setattr(study.subprocess, "Popen", lambda *a, **k: Proc())
+    monkeypatch.setattr(study, "machine", lambda: {"cpu": "AMD EPYC", "cpu_flags": "ecfefe0ffbf1", "cpus": 2,
+                                                   "python": "3.11.7", "xllamacpp": "2026.10.11549"})
+    study.main(["start", "--profile", "study", "--runs-root", str(tmp_path)])
+    line = json.loads((tmp_path / "sittings.jsonl").read_text())
+    assert line["commit"] == "4a78529bd6e7" and line["cpu"] == "AMD EPYC" and line["started"]
+    with open(tmp_path / "sittings.jsonl", "a") as f:      # a later sitting on another machine
+        f.write(json.dumps({**line, "cpu_flags": "0123456789ab"}) + "\n")
+        f.write(json.dumps(line) + "\n")
+    assert study.sittings(tmp_path).machine.tolist() == [1, 2, 1]
+    assert study.sittings(tmp_path / "nowhere").empty
+
+
+def test_machine_names_the_cpu_and_the_llama_build():
+    m = study.machine()
+    assert m["cpus"] >= 1 and m["cpu"] and set(m) == {"cpu", "cpu_flags", "cpus", "python", "xllamacpp"}
+
+
+def test_sittings_text_counts_sittings_and_machine_configurations():
+    df = pd.DataFrame([{"started": "2026-12-02T16:29:15", "commit": "4a78529bd6e7", "cpu": "AMD EPYC",
+                        "cpu_flags": f, "cpus": 2, "python": "3.11.7", "xllamacpp": "2026.10.11549", "machine": m}
+                       for f, m in (("aaa", 1), ("bbb", 2), ("aaa", 1))])
+    text = study.sittings_text(df)
+    assert text.startswith("Sittings recorded since 2026-12-02 16:29:15 (earlier ones were not): 3, on 2 machine "
+                           "configurations (AMD EPYC, 2 cores, CPU flags aaa")
+    assert "No sitting" in study.sittings_text(study.sittings(Path("/nonexistent")))

@@ -477,6 +477,67 @@ def pinned_checkout(project: Path, root: Path) -> Path:
     return tree
 
 
+def machine() -> dict:
+    """What a sitting ran on, as far as it can change the model's answers: llama.cpp's arithmetic depends
+    on the CPU's vector instructions and on its own build, so a study run over several machines is
+    several machines' answers (each episode still replays from its own records)."""
+    import hashlib
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+    cpu, flags = platform.processor() or platform.machine(), ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                cpu = value.strip()
+            if key.strip() in ("flags", "Features") and not flags:
+                flags = " ".join(sorted(value.split()))
+    except OSError:
+        pass
+    try:
+        llama = version("xllamacpp")
+    except PackageNotFoundError:
+        llama = ""
+    return {"cpu": cpu, "cpu_flags": hashlib.sha256(flags.encode()).hexdigest()[:12] if flags else "",
+            "cpus": os.cpu_count(), "python": platform.python_version(), "xllamacpp": llama}
+
+
+def record_sitting(root: str | Path, commit: str) -> dict:
+    """Append this sitting (its start, the pinned commit, `machine()`) to `<root>/sittings.jsonl`."""
+    import json
+    from datetime import datetime
+    line = {"started": datetime.now().isoformat(timespec="seconds"), "commit": commit[:12], **machine()}
+    with open(Path(root) / "sittings.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+    return line
+
+
+def sittings(root: str | Path) -> pd.DataFrame:
+    """The recorded sittings, one row each, with `machine` numbering the distinct configurations."""
+    import json
+    path = Path(root) / "sittings.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    df = pd.DataFrame(rows, columns=["started", "commit", "cpu", "cpu_flags", "cpus", "python", "xllamacpp"])
+    if df.empty:
+        return df.assign(machine=pd.Series(dtype=int))
+    key = df[["cpu", "cpu_flags", "cpus", "xllamacpp"]].astype(str).agg(" | ".join, axis=1)
+    return df.assign(machine=pd.factorize(key)[0] + 1)
+
+
+def sittings_text(df: pd.DataFrame) -> str:
+    """One paragraph for the chapter: how many sittings were recorded and on how many machine configurations."""
+    if df.empty:
+        return "No sitting of this study was recorded (`start` records each one in `sittings.jsonl`)."
+    configs = df.drop_duplicates("machine")
+    named = "; ".join(f"{r.cpu}, {r.cpus} cores, CPU flags {r.cpu_flags or '?'}, xllamacpp {r.xllamacpp or '?'}"
+                      for r in configs.itertuples())
+    n, m = len(df), len(configs)
+    return (f"Sittings recorded since {df.started.iloc[0].replace('T', ' ')} (earlier ones were not): {n}, on "
+            f"{m} machine configuration{'s' * (m != 1)} ({named}). llama.cpp's arithmetic depends on the CPU's "
+            "instructions and its own build, so episodes run on different configurations are different "
+            "machines' answers; every episode replays from its own record either way.")
+
+
 def main(argv: list[str] | None = None) -> None:
     from ...profiles import ProfileError, load_profile, project_root
     from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
@@ -539,6 +600,7 @@ def main(argv: list[str] | None = None) -> None:
             env = {**os.environ, "PYTHONPATH": str(checkout / "lib"), "HF_HUB_OFFLINE": "1"}
             proc = subprocess.Popen(cmd, cwd=checkout, stdout=log, stderr=log, env=env, start_new_session=True)
             pid.write_text(f"{proc.pid}\n")
+            record_sitting(root, (root / "code.txt").read_text().strip())
             print(f"the study runs in the background from {checkout} (commit "
                   f"{(root / 'code.txt').read_text().strip()[:12]}), pid {proc.pid}; log: {root / 'study.log'}")
             return
