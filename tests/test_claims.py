@@ -93,3 +93,29 @@ def test_an_undetectable_effect_names_n_as_an_integer():
     t = claims_table([Claim("c", "+1 pp", 1, True, {"difference": 0.0, "ci_low": -1.0, "ci_high": 1.0, "p": 1.0,
                                                     "mde": float("inf"), "n_tasks": 4})])
     assert t.verdict[0] == "not resolved (no effect detectable at n = 4)"
+
+
+def test_a_claim_without_an_estimate_or_interval_says_why():
+    # Real case (chapter 08, workshop run): the 1.5B judge gave runs A and B the same probability on every
+    # gold window, so judge credit was +0 on all 246 unsaturated windows, and the credit macros took the same
+    # steps as no memory on all 6 test tasks. Seven rows read "not resolved (MDE n/a)" with an empty note,
+    # in chapter 08 and in chapter 10's table of every claim.
+    from skillbook.analysis import paired_difference, spearman_ci
+    judge = pd.Series([0.0] * 246, name="judge_neutral")
+    replay = pd.Series(np.linspace(-1, 1, 246), name="replay_neutral")
+    rho = spearman_ci(judge, replay, groups=np.arange(246) // 20)
+    assert np.isnan(rho["rho"]) and rho["note"] == ("judge_neutral is +0 on all 246 pairs: a constant has no rank "
+                                                    "correlation, ρ is undefined")
+    assert "note" not in spearman_ci(replay, replay ** 3, groups=np.arange(246) // 20)   # defined: no note
+    assert spearman_ci([1.0, 2.0], [2.0, 1.0])["note"].startswith("2 pairs with both values")
+    steps = pd.DataFrame({"task_id": [f"t{i}" for i in range(6)] * 2, "condition": ["none"] * 6 + ["credit"] * 6,
+                          "steps": [7, 20, 20, 9, 20, 12] * 2})
+    same = paired_difference(steps, "condition", "none", "credit", "steps")
+    assert same["note"] == "the steps difference is +0 on every one of the 6 tasks: no spread, so no interval or MDE"
+    t = claims_table([Claim("judge credit tracks replay credit", "assumed", +1, True, rho),
+                      Claim("credit macros need fewer steps", "fewer steps", -1, False, same),
+                      Claim("own note wins", "—", -1, False, same, note="said by the chapter")])
+    assert t.verdict.tolist()[:2] == ["not resolved (MDE n/a)"] * 2
+    assert t.note.tolist() == [rho["note"], same["note"], "said by the chapter"]
+    spread = steps.assign(steps=[7, 20, 20, 9, 20, 12] + [6, 20, 18, 9, 20, 11])
+    assert "note" not in paired_difference(spread, "condition", "none", "credit", "steps")

@@ -12,7 +12,8 @@ Verdict of one claim, with p' = its own p (primary) or its Holm-adjusted p (seco
     not resolved   otherwise; shown with the minimum detectable effect at this n (80% power, α),
                    "not resolved (MDE ±x)", so a reader sees how large an effect the run could have found
     not tested     the measurement has no p at all (a descriptive number); `note` says what was observed
-                   (a test that could not run, p = NaN, counts as not resolved)
+                   (a test that could not run, p = NaN, counts as not resolved; the result's own `note`,
+                   e.g. "judge_neutral is +0 on all 246 pairs: … ρ is undefined", says why)
 
 The verdict follows the test, not the interval. The interval shown is the unadjusted 95% interval of the
 estimate; for a secondary claim it can exclude 0 while the Holm-adjusted test does not reject, and for a
@@ -118,6 +119,12 @@ def _mde_text(mde: float, n) -> str:
     return f"not resolved (MDE ±{_fmt(mde, signed=False)})"
 
 
+def _result_note(r) -> str:
+    """The result's own `note` (why its estimate, interval or MDE is undefined), or ""."""
+    note = r.get("note")
+    return note if isinstance(note, str) else ""
+
+
 def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
     """One row per claim: claim, role (primary / secondary), paper, n, n_clusters, estimate, ci_low, ci_high,
     p, p_holm, mde, expected_sign, verdict, note, test (the result's `test`, e.g. "exact McNemar"; "" when
@@ -136,7 +143,8 @@ def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -
         rows.append({"claim": c.name, "role": "primary" if c.primary else "secondary", "paper": c.paper,
                      "n": _get(r, _N_KEYS, np.nan), "n_clusters": r.get("n_clusters", np.nan),
                      "estimate": _num(_get(r, _ESTIMATE_KEYS)), "ci_low": lo, "ci_high": hi,
-                     "p": _num(_get(r, _P_KEYS)), "mde": mde, "expected_sign": c.expected_sign, "note": c.note,
+                     "p": _num(_get(r, _P_KEYS)), "mde": mde, "expected_sign": c.expected_sign,
+                     "note": c.note or _result_note(r),
                      "test": r["test"] if isinstance(r.get("test"), str) else "",
                      "tested": any(k in r for k in _P_KEYS)})
     t = pd.DataFrame(rows, columns=["claim", "role", "paper", "n", "n_clusters", "estimate", "ci_low", "ci_high",

@@ -272,6 +272,10 @@ def paired_difference(df: pd.DataFrame, condition: str, a: str, b: str, metric: 
         lo, hi = mean - half, mean + half
     else:
         lo = hi = float("nan")
+        # Say why there is no interval, so a claims table shows the reason next to "MDE n/a".
+        out["note"] = (f"{n} task{'s' * (n != 1)} with both conditions: no interval" if n < 2 else
+                       f"the {metric} difference is {mean:+g} on every one of the {n} tasks: no spread, "
+                       "so no interval or MDE")
     out.update({"difference": mean, "ci_low": lo, "ci_high": hi, "p": sign_test_p(diff), "test": "exact sign test",
                 "ci_method": "Student t", "mde": mde_paired_t(n, sd, alpha, power) if sd > 0 else float("nan")})
     return out
@@ -567,6 +571,7 @@ def spearman_ci(x, y, groups=None, n_boot: int = 10_000, ci: float = 0.95, seed:
     p (percentile-bootstrap p of ρ = 0, `_boot_p`), mde (from the interval, `mde_from_ci`), n (pairs) and
     n_clusters (G; NaN without groups).
     """
+    names = [getattr(v, "name", None) or default for v, default in ((x, "x"), (y, "y"))]
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ok = ~(np.isnan(x) | np.isnan(y))
     if groups is not None:
@@ -581,11 +586,18 @@ def spearman_ci(x, y, groups=None, n_boot: int = 10_000, ci: float = 0.95, seed:
     nan = float("nan")
     out = {"rho": nan, "estimate": nan, "ci_low": nan, "ci_high": nan, "p": nan, "mde": nan, "n": n,
            "n_clusters": n_groups if groups is not None else nan}
+    # Where ρ or its interval is undefined, `note` says why (a claims table shows it next to "MDE n/a").
     if n < 3:
+        out["note"] = f"{n} pair{'s' * (n != 1)} with both values: ρ needs at least 3"
+        return out
+    constant = [f"{name} is {v[0]:+g} on all {n} pairs" for name, v in zip(names, (x, y)) if np.ptp(v) == 0]
+    if constant:
+        out["note"] = " and ".join(constant) + ": a constant has no rank correlation, ρ is undefined"
         return out
     rho = float(_weighted_spearman(x, y, np.ones((1, n)))[0])
     out.update({"rho": rho, "estimate": rho})
     if n_groups < 2:
+        out["note"] = "all pairs in one cluster: no interval"
         return out
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_groups, size=(n_boot, n_groups))
@@ -599,6 +611,8 @@ def spearman_ci(x, y, groups=None, n_boot: int = 10_000, ci: float = 0.95, seed:
     if len(good):
         lo, hi = float(np.quantile(good, (1 - ci) / 2)), float(np.quantile(good, 1 - (1 - ci) / 2))
         out.update({"ci_low": lo, "ci_high": hi, "p": _boot_p(good), "mde": mde_from_ci(lo, hi, ci, alpha, power)})
+    else:
+        out["note"] = "every bootstrap resample had a constant column: no interval"
     return out
 
 

@@ -138,16 +138,54 @@ def normalize_notebook(notebook: Path, root: Path) -> None:
         if "injected-parameters" in cell.metadata.get("tags", []):
             cell["id"] = "injected-parameters"    # papermill draws a new random id on every execution
     prepare_for_reading(nb, notebook.stem)
-    text = nbformat.writes(nb)
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    found = re.findall(r'"model_id": "([0-9a-f]{32})"', text) + list(state)   # ipywidgets ids: uuid4().hex
+    widgets = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    state = widgets.get("state", {})
+    shown = re.findall(r'"model_id": "([0-9a-f]{32})"', nbformat.writes(nb))   # ipywidgets ids: uuid4().hex
+    order = _widget_order(shown, state)
     ids: dict[str, str] = {}
-    for i in found:
+    for i in order:
         ids.setdefault(i, f"{len(ids) + 1:032x}")
+    text = nbformat.writes(nb)
     if ids:
         pattern = re.compile(r"(?<![0-9a-f])(" + "|".join(ids) + r")(?![0-9a-f])")
         text = pattern.sub(lambda m: ids[m.group(1)], text)
+        # written again: nbformat sorts keys, so the widget state now comes in the new numbering's order,
+        # not in that of the random ids (which an execution draws anew)
+        text = nbformat.writes(nbformat.reads(text, as_version=4))
     atomic_write_text(notebook, text)
+
+
+def _widget_order(shown: list[str], state: dict) -> list[str]:
+    """Widget model ids in a canonical order: those the outputs show, in order, each followed by the models
+    it references (depth first: its layout, its style, its children), then any model nothing reaches,
+    ordered by its own content. Renumbering in this order gives the same ids to the same widgets whatever
+    random ids and creation order an execution gave them (tqdm's bars and the skill explorer's models
+    were stored in a different order by two replays of chapter 05)."""
+    import json
+    import re
+
+    refs = {k: re.findall(r"IPY_MODEL_([0-9a-f]{32})", json.dumps(v.get("state", {}), sort_keys=True))
+            for k, v in state.items()}
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(i: str) -> None:
+        stack = [i]
+        while stack:
+            k = stack.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            order.append(k)
+            stack.extend(reversed(refs.get(k, [])))
+
+    for i in shown:
+        visit(i)
+    rest = [k for k in state if k not in seen]
+    masked = lambda k: re.sub(r"[0-9a-f]{32}", "", json.dumps(state[k], sort_keys=True))  # noqa: E731
+    for k in sorted(rest, key=masked):
+        visit(k)
+    return order
 
 
 def execution_plan(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None, *,
