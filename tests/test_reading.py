@@ -310,3 +310,23 @@ def test_two_executions_that_made_the_same_widgets_in_another_order_normalize_al
     first, second = execution(False), execution(True)
     assert first == second
     assert f'"model_id": "{1:032x}"' in first          # the widget the output shows is number 1
+
+
+def test_a_replay_saves_no_answers_even_when_its_cache_holds_another_runs(tmp_path, monkeypatch):
+    # Real case (2026-12-02): replaying chapter 09 while the study ran wrote the study's unsaved answers
+    # (in the SQLite cache both share) as a new committed chunk, responses/000045.jsonl.gz.
+    from skillbook.llm import ResponseCache
+    from skillbook.llm.cache import export_files
+    cache = ResponseCache.for_run(tmp_path)
+    cache.put("model-a", {"messages": [{"role": "user", "content": "the study's"}]}, {"text": "unsaved"})
+    lab = Lab.__new__(Lab)
+    lab._envs, lab.cache, lab.run_dir, lab.chapter = [], cache, tmp_path, "09_study"
+    replay = {"backend": "fake:model", "calls": 3, "live_calls": 0, "cache_hits": 3, "prompt_tokens": 9,
+              "completion_tokens": 3}
+    monkeypatch.setattr(Lab, "summary", lambda self: replay)
+    lab.finish()
+    assert export_files(tmp_path) == []
+    monkeypatch.setattr(Lab, "summary", lambda self: {**replay, "live_calls": 1, "cache_hits": 2})
+    lab.finish()                                  # a live execution saves what is unsaved
+    assert len(export_files(tmp_path)) == 1
+    cache.close()

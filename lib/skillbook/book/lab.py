@@ -106,8 +106,12 @@ class Lab:
         return the closing table: backend, model identity, calls, cache hits, tokens."""
         for env in self._envs:
             env.close()
-        self.cache.save()
         s = self.summary()
+        if s["live_calls"]:
+            # Only answers this execution asked for: a replay writes nothing, even when the SQLite cache it
+            # shares holds another run's unsaved answers (a replay of chapter 09 wrote the running study's
+            # as a chunk; `study stop` saves them).
+            self.cache.save()
         recorded = self.run_dir / f"summary-{self.chapter}.json"
         if s["live_calls"]:
             atomic_write_json(recorded, s, indent=1)
