@@ -140,12 +140,11 @@ def normalize_notebook(notebook: Path, root: Path) -> None:
     prepare_for_reading(nb, notebook.stem)
     widgets = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     state = widgets.get("state", {})
-    shown = re.findall(r'"model_id": "([0-9a-f]{32})"', nbformat.writes(nb))   # ipywidgets ids: uuid4().hex
-    order = _widget_order(shown, state)
-    ids: dict[str, str] = {}
-    for i in order:
-        ids.setdefault(i, f"{len(ids) + 1:032x}")
     text = nbformat.writes(nb)
+    shown = re.findall(r'"model_id": "([0-9a-f]{32})"', text)   # ipywidgets ids: uuid4().hex
+    ids: dict[str, str] = {}
+    for i in _widget_order(shown, state):
+        ids.setdefault(i, f"{len(ids) + 1:032x}")
     if ids:
         pattern = re.compile(r"(?<![0-9a-f])(" + "|".join(ids) + r")(?![0-9a-f])")
         text = pattern.sub(lambda m: ids[m.group(1)], text)

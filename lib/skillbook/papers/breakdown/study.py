@@ -30,8 +30,8 @@ import argparse
 import os
 import signal
 import subprocess
-import time
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -600,9 +600,10 @@ def main(argv: list[str] | None = None) -> None:
             env = {**os.environ, "PYTHONPATH": str(checkout / "lib"), "HF_HUB_OFFLINE": "1"}
             proc = subprocess.Popen(cmd, cwd=checkout, stdout=log, stderr=log, env=env, start_new_session=True)
             pid.write_text(f"{proc.pid}\n")
-            record_sitting(root, (root / "code.txt").read_text().strip())
-            print(f"the study runs in the background from {checkout} (commit "
-                  f"{(root / 'code.txt').read_text().strip()[:12]}), pid {proc.pid}; log: {root / 'study.log'}")
+            commit = (root / "code.txt").read_text().strip()
+            record_sitting(root, commit)
+            print(f"the study runs in the background from {checkout} (commit {commit[:12]}), pid {proc.pid}; "
+                  f"log: {root / 'study.log'}")
             return
         # run (foreground)
         backend = load_profile(profile).get("backend")
