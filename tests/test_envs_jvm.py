@@ -276,6 +276,30 @@ def test_a_hung_jvm_fails_each_call_at_the_deadline_and_is_killed(env_name, refe
 
 @pytest.mark.integration
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads thread states from /proc")
+def test_a_proxy_collected_on_the_callers_thread_while_the_jvm_hangs_costs_it_no_time():
+    """The real case (CI of stop 29): a garbage collection ran on the caller's thread while the JVM was
+    stopped; py4j told the JVM about each collected proxy from that thread and waited out the socket timeout
+    (35 s) twice, so a call with a 1 s deadline took 71 s. Releases now go through a background thread."""
+    import gc
+    with make_env("twx") as env:  # the default deadlines: a release sent from this thread would wait 35 s
+        env.reset("twx/coin/dev/0")
+        env.step("look around")
+        box = [env._sim.handle._gateway.jvm.java.util.ArrayList() for _ in range(2)]
+        _stop(env.jvm_pid)
+        t = time.perf_counter()
+        box.clear()  # the proxies' finalizers run here, on this thread
+        gc.collect()
+        assert time.perf_counter() - t < 2
+        env.call_timeout_s = 1.0
+        with pytest.raises(SimulatorError, match="gave no answer within 1 s"):
+            env.step("look around")
+        assert time.perf_counter() - t < 1 + 10
+        env.call_timeout_s = jvm.CALL_TIMEOUT_S
+        assert env.reset("twx/coin/dev/0")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads thread states from /proc")
 def test_a_jvm_hung_between_calls_cannot_block_garbage_collection(monkeypatch):
     """py4j tells the JVM about each collected proxy from whatever thread collects it; on a hung JVM that
     would block for ever outside any call of ours. The gateway's socket timeout bounds it."""

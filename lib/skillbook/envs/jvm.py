@@ -10,6 +10,7 @@ a dead JVM can reach the next episode. The adapter itself keeps only configurati
 from __future__ import annotations
 
 import json
+import queue
 import shutil
 import threading
 from abc import abstractmethod
@@ -110,15 +111,45 @@ def _dispose(sim: Simulator) -> None:
 
 def _bound_socket_reads(handle, seconds: float) -> None:
     """A read timeout on the gateway's sockets. Our deadline (a worker thread, then SIGKILL) governs the
-    calls we make; this bounds the ones py4j makes on its own: when Python garbage-collects a proxy of a
-    Java object, py4j tells the JVM from whichever thread runs the collection, with no timeout, so a JVM
-    that hangs between two of our calls could otherwise block that thread for ever."""
+    calls we make; this bounds the ones py4j makes on its own (the releases of collected proxies, sent from
+    the background thread above), which a hung JVM would otherwise block for ever."""
     client = getattr(getattr(handle, "_gateway", None), "_gateway_client", None)
     if client is None:
         return
     _quietly(setattr, client.gateway_parameters, "read_timeout", seconds)  # connections opened from now on
     for connection in list(client.deque):                                   # and those already open
         _quietly(lambda c=connection: c.socket.settimeout(seconds))
+
+
+# py4j tells the JVM about each garbage-collected proxy from whichever thread runs the collection, and waits
+# for its answer. On a hung JVM that thread (often the caller's, in the middle of its own call) would wait out
+# the socket timeout once per proxy: a 1 s deadline once took 71 s. The releases go to one background thread
+# instead; it may wait on a hung JVM, nothing else does, and `_dispose` makes the ones still queued no-ops.
+_RELEASES: queue.SimpleQueue = queue.SimpleQueue()
+_RELEASER_LOCK = threading.Lock()
+_releaser: threading.Thread | None = None
+
+
+def _release_queued() -> None:
+    from py4j.java_gateway import GatewayClient
+    while True:
+        client, target_id = _RELEASES.get()
+        _quietly(GatewayClient.garbage_collect_object, client, target_id)  # a no-op once disconnected
+
+
+def _release_proxies_in_background(handle) -> None:
+    """Route this gateway's releases to the background thread (started here, never from a finalizer: the
+    finalizer only puts on a SimpleQueue, which is safe to call from one)."""
+    global _releaser
+    client = getattr(getattr(handle, "_gateway", None), "_gateway_client", None)
+    if client is None:
+        return
+    with _RELEASER_LOCK:
+        if _releaser is None or not _releaser.is_alive():
+            _releaser = threading.Thread(target=_release_queued, name="py4j releases", daemon=True)
+            _releaser.start()
+    # An instance attribute: py4j's finalizers look the method up on the client when they run.
+    _quietly(setattr, client, "garbage_collect_object", lambda target_id: _RELEASES.put((client, target_id)))
 
 
 def _gateway_children() -> dict[int, Any]:
@@ -362,6 +393,7 @@ class JavaEnv:
             self._record(msg)
             raise SimulatorError(msg) from e
         handle = box["value"]
+        _release_proxies_in_background(handle)
         _bound_socket_reads(handle, max(self.call_timeout_s, self.launch_timeout_s) + SOCKET_MARGIN_S)
         return Simulator(handle, _process_of(handle))
 
