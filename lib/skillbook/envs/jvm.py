@@ -83,6 +83,10 @@ def _process_of(handle) -> Any:
     return getattr(getattr(handle, "_gateway", None), "java_process", None)
 
 
+def _client_of(handle) -> Any:
+    return getattr(getattr(handle, "_gateway", None), "_gateway_client", None)
+
+
 def _kill(proc) -> None:
     """SIGKILL (which also ends a SIGSTOPped JVM) and reap it, so it is neither left running nor a zombie."""
     if proc is None:
@@ -112,8 +116,8 @@ def _dispose(sim: Simulator) -> None:
 def _bound_socket_reads(handle, seconds: float) -> None:
     """A read timeout on the gateway's sockets. Our deadline (a worker thread, then SIGKILL) governs the
     calls we make; this bounds the ones py4j makes on its own (the releases of collected proxies, sent from
-    the background thread above), which a hung JVM would otherwise block for ever."""
-    client = getattr(getattr(handle, "_gateway", None), "_gateway_client", None)
+    the background thread of `_release_proxies_in_background`), which a hung JVM would otherwise block for ever."""
+    client = _client_of(handle)
     if client is None:
         return
     _quietly(setattr, client.gateway_parameters, "read_timeout", seconds)  # connections opened from now on
@@ -141,7 +145,7 @@ def _release_proxies_in_background(handle) -> None:
     """Route this gateway's releases to the background thread (started here, never from a finalizer: the
     finalizer only puts on a SimpleQueue, which is safe to call from one)."""
     global _releaser
-    client = getattr(getattr(handle, "_gateway", None), "_gateway_client", None)
+    client = _client_of(handle)
     if client is None:
         return
     with _RELEASER_LOCK:
