@@ -143,6 +143,19 @@ def test_the_claims_cell_is_anchored_and_recorded(tmp_path, monkeypatch):
     assert (tmp_path / "04_transfer" / "claims.json").stat().st_mtime_ns == before
 
 
+def test_an_interim_claims_record_holds_no_verdict(tmp_path):
+    # Real case: the study's claims.json at 144 of 223 tasks stored "contradicted" for two primary
+    # contrasts; the chapter hid it, but a reader of the JSON (or a later tool) could take it as final.
+    lab = Lab.__new__(Lab)
+    lab.root, lab.chapter = tmp_path, "09_study"
+    shown = lab.claims([claim("subtask-text − subtask-none", True, [0] * 9, [1] * 9)], interim=True)
+    record = json.loads((tmp_path / "09_study" / "claims.json").read_text())
+    row, = record["claims"]
+    assert record["interim"] is True and row["verdict"] == INTERIM
+    assert row["estimate"] == -1.0 and row["p"] is not None                # the measurement is kept
+    assert shown.verdict.tolist() == [INTERIM]                            # and the page says so too
+
+
 def test_the_closing_table_of_a_chapter_is_one_line_that_unfolds():
     t = FoldedTable({"value": [1, 2]}).fold("fake:model: 3 model calls, 3 answered from the response cache")
     html = t._repr_html_()

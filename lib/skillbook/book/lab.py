@@ -135,14 +135,19 @@ class Lab:
     def claims(self, table, *, interim: bool = False):
         """Record the chapter's claims table (runs/<profile>/<chapter>/claims.json, read by the closing
         chapter) and return it rendered for the page (`render_claims`). `table` is a `claims_table` frame
-        or the list of claims; `interim`: the verdicts are not final (a study still running).
+        or the list of claims; `interim`: a study still running; its verdicts are replaced by the interim label.
         The file is rewritten only when its content changes, so a replay leaves it untouched."""
         import json
 
         from ..analysis import claims_table, render_claims
+        from .findings import INTERIM
         from .reading import claims_anchor
         if not isinstance(table, pd.DataFrame):
             table = claims_table(table)
+        if interim:
+            # No verdict before the pre-registered n, in the record as on the page: a reader of the JSON
+            # alone must not take an interim "contradicted" as final. The measurements stay.
+            table = table.assign(verdict=INTERIM)
         rows = json.loads(table.to_json(orient="records", double_precision=6))   # NaN -> null
         record = {"chapter": self.chapter, "interim": bool(interim), "anchor": claims_anchor(self.chapter),
                   "claims": rows}
