@@ -36,6 +36,28 @@ def test_the_exercise_cells_of_sources_and_executed_copies_are_the_files():
             assert last.cell_type == "markdown" and last.id == ex.CELL_ID and ":class: dropdown" in last.source
 
 
+def test_the_text_a_reader_sees_loses_nothing_to_html():
+    # Real cases (the rendered book): the answer of 02.1 quoted the format's placeholder "<one sentence …>"
+    # bare, and the browser dropped it as an unknown tag; the introduction named the workshop page and then
+    # linked it with {doc}, which prints its title: "Teaching from this book, Teaching from this book".
+    import re
+    for chapter, items in ex.load().items():
+        for e in items:
+            for field in (e.question, e.look_for, e.answer, e.title):
+                prose = re.sub(r"`[^`]*`", "", field)          # inline code shows < and > as they are
+                assert not re.search(r"<[A-Za-z/]", prose), f"{e.id}: a bare <…> in {prose[:80]!r}"
+    intro = ex.render("00_laboratory", [])
+    assert intro.count("{doc}`/workshop`") == 1 and "Teaching from this book" not in intro
+
+
+def test_a_live_exercise_without_a_model_is_labelled_executed_not_live():
+    # Real case: 03.1 read "Measured: 8 s (live, no model call)" — it re-executes, but nothing is live.
+    e = ex.Exercise(chapter="03_retrieval", id="x", title="t", question="q", look_for="l", answer="a",
+                    seconds=8, model="none", live=True, rerun={"from": "smoke", "into": "kit", "live": True})
+    assert "*Measured: 8 s (executed, no model call).*" in ex.render("03_retrieval", [e])
+    assert "| 03.1 t (executed) |" in ex.times_table({"03_retrieval": [e]})
+
+
 def test_the_command_is_the_make_rerun_line_with_the_exercises_parameters():
     e = ex.Exercise(chapter="05_utility", id="x", title="t", question="q", look_for="l", answer="a",
                     seconds=10, model="none", rerun={"from": "smoke", "set": {"n_buckets": 4, "tau": 0.2},

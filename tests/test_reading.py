@@ -348,3 +348,17 @@ def test_a_replay_saves_no_answers_even_when_its_cache_holds_another_runs(tmp_pa
     lab.finish()                                  # a live execution saves what is unsaved
     assert len(export_files(tmp_path)) == 1
     cache.close()
+
+
+def test_maths_in_displayed_markdown_is_rendered():
+    # Real case: chapter 06's display(Markdown(...)) lines showed "$C$" and "$H \ge$ 0.5" as raw text: myst-nb
+    # parses a cell's Markdown output as CommonMark unless told otherwise, and CommonMark has no maths.
+    import re
+
+    import yaml
+    config = yaml.safe_load((project_root() / "_config.yml").read_text())
+    uses_maths = [p.name for p in (project_root() / "runs" / "workshop").glob("*.ipynb")
+                  for c in nbformat.read(p, as_version=4).cells for o in c.get("outputs", [])
+                  if re.search(r"\$[^$\s][^$]*\$", "".join(o.get("data", {}).get("text/markdown", "")))]
+    assert uses_maths                                   # the case is real: some chapter displays maths
+    assert config["sphinx"]["config"]["nb_render_markdown_format"] == "myst", uses_maths

@@ -119,10 +119,10 @@ def render(chapter: str, exercises: list[Exercise]) -> str:
     lines = ["## Exercises", "",
              "Run these from a terminal in the project folder (`make install` done). The times are wall "
              "times measured on an idle 2-core machine, every exercise in book order into one run folder "
-             "(as the page *Teaching from this book*, {doc}`/workshop`, suggests; it also says what to "
-             "prepare)."]
+             "(as the page {doc}`/workshop` suggests; it also says what to prepare)."]
     for i, ex in enumerate(exercises, 1):
-        kind = "live, " if ex.live else ""
+        # "live" means the chapter re-executes instead of replaying; with no model in it, say "executed"
+        kind = ("executed, " if ex.model == "none" else "live, ") if ex.live else ""
         model = "no model call" if ex.model == "none" else f"`{ex.model}`"
         lines += ["", f"### {chapter[:2]}.{i} {ex.title}", "", ex.question, "", "```bash", ex.command_line(),
                   "```", "", f"**Look for:** {ex.look_for}", "",
@@ -165,7 +165,8 @@ def times_table(loaded: dict[str, list[Exercise]]) -> str:
         for i, e in enumerate(exercises, 1):
             model = "no model call" if e.model == "none" else f"`{e.model}`"
             over = " (over the 5-minute target)" if e.live and e.seconds > LIVE_TARGET_S else ""
-            rows.append(f"| {chapter[:2]}.{i} {e.title}{' (live)' if e.live else ''} | {chapter} | {model} "
+            tag = (" (executed)" if e.model == "none" else " (live)") if e.live else ""
+            rows.append(f"| {chapter[:2]}.{i} {e.title}{tag} | {chapter} | {model} "
                         f"| {minutes(e.seconds)}{over} |")
     return "\n".join(rows)
 
