@@ -171,8 +171,11 @@ def test_a_replays_closing_table_shows_what_the_recorded_live_run_cost(tmp_path)
     recorded = {**lab.summary(), "calls": 477, "live_calls": 457, "cache_hits": 20, "recorded_model_seconds": 1145.2}
     (lab.run_dir / "summary-01_agents.json").write_text(json.dumps(recorded))
     html = lab.finish()._repr_html_()
-    assert "replayed from the records. The recorded live run made 477 model calls, 457 live (19.1 min" in html
-    assert "this execution 0 calls, 0 live" in html and "recorded live run" in html
+    assert "replayed from the records. The last live execution made 477 model calls, 457 live (19.1 min" in html
+    # Real case: chapter 06's footer said "the recorded live run made 113 model calls, 75 live", the τ²-bench
+    # execution alone; its TextWorldExpress runs (610 live calls) came from an earlier execution's records
+    assert "records it found from earlier executions are not counted" in html
+    assert "this execution 0 calls, 0 live" in html and "last live execution" in html
     assert json.loads((lab.run_dir / "summary-01_agents.json").read_text())["calls"] == 477   # not rewritten
 
 
@@ -362,3 +365,11 @@ def test_maths_in_displayed_markdown_is_rendered():
                   if re.search(r"\$[^$\s][^$]*\$", "".join(o.get("data", {}).get("text/markdown", "")))]
     assert uses_maths                                   # the case is real: some chapter displays maths
     assert config["sphinx"]["config"]["nb_render_markdown_format"] == "myst", uses_maths
+
+
+def test_a_chapters_tables_show_text_cells_whole(tmp_path):
+    # Real case: claims, notes and skill descriptions ended in "..." at pandas' 50 characters (chapters 04–08)
+    import pandas as pd
+    Lab("04_transfer", runs_root=str(tmp_path), backend="openai:http://127.0.0.1:9/v1#m")
+    note = "judge_neutral is +0 on all 246 pairs: a constant judge gives no ranking at all"
+    assert note in pd.DataFrame({"note": [note]})._repr_html_()

@@ -69,6 +69,9 @@ class Lab:
         # Plots that draw from numpy's global generator (seaborn's stripplot jitter) are then the same on
         # every execution, so a replayed chapter rewrites no figure.
         np.random.seed(seed)
+        # Nothing a reader needs is cut: pandas shortens text cells to 50 characters with "...", which hid
+        # claims, notes and skill descriptions (the page wraps long cells instead).
+        pd.set_option("display.max_colwidth", None)
         self.root = Path(runs_root) if runs_root else project_root() / "runs" / profile
         self.run_dir = self.root / (records or chapter)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -121,10 +124,14 @@ class Lab:
             r = json.loads(recorded.read_text())
             keep = ("backend", "model_identity", "deterministic", "calls", "live_calls", "cache_hits",
                     "prompt_tokens", "completion_tokens", "recorded_model_seconds", "errors", "machine")
-            table = pd.DataFrame({"recorded live run": pd.Series({k: r.get(k) for k in keep}, dtype=object),
+            table = pd.DataFrame({"last live execution": pd.Series({k: r.get(k) for k in keep}, dtype=object),
                                   "this execution": pd.Series({k: s.get(k) for k in keep}, dtype=object)})
-            line = (f"{r['backend']}: replayed from the records. The recorded live run made {r['calls']} model "
-                    f"calls, {r['live_calls']} live ({r['recorded_model_seconds'] / 60:.1f} min of model time); "
+            # The summary is the last live execution's: a chapter recorded over several executions (06: the
+            # TextWorldExpress runs in one, τ²-bench in the next) replayed the earlier ones' records there
+            # without a call, so the line says whose counts these are.
+            line = (f"{r['backend']}: replayed from the records. The last live execution made {r['calls']} "
+                    f"model calls, {r['live_calls']} live ({r['recorded_model_seconds'] / 60:.1f} min of model "
+                    f"time; records it found from earlier executions are not counted); "
                     f"this execution {s['calls']} calls, {s['live_calls']} live")
             return FoldedTable(table).fold(line)
         shown = {k: v for k, v in s.items() if k not in ("wall_seconds", "live_seconds", "python", "machine")}
