@@ -48,6 +48,9 @@ def test_the_text_a_reader_sees_loses_nothing_to_html():
                 assert not re.search(r"<[A-Za-z/]", prose), f"{e.id}: a bare <…> in {prose[:80]!r}"
     intro = ex.render("00_laboratory", [])
     assert intro.count("{doc}`/workshop`") == 1 and "Teaching from this book" not in intro
+    # Real case: 00.2 asked for "three dev tasks per task type instead of one" on a page executed with three:
+    # the exercises start from the smoke profile, and the introduction now says so
+    assert "smoke profile (`profiles/smoke.yml`" in intro and "not the ones this page was executed with" in intro
 
 
 def test_a_live_exercise_without_a_model_is_labelled_executed_not_live():

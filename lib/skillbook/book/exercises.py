@@ -119,7 +119,9 @@ def render(chapter: str, exercises: list[Exercise]) -> str:
     lines = ["## Exercises", "",
              "Run these from a terminal in the project folder (`make install` done). The times are wall "
              "times measured on an idle 2-core machine, every exercise in book order into one run folder "
-             "(as the page {doc}`/workshop` suggests; it also says what to prepare)."]
+             "(as the page {doc}`/workshop` suggests; it also says what to prepare). Most start from the "
+             "smoke profile (`profiles/smoke.yml`: the smallest real run, with the 0.5B model), so their "
+             "settings are that profile's, not the ones this page was executed with."]
     for i, ex in enumerate(exercises, 1):
         # "live" means the chapter re-executes instead of replaying; with no model in it, say "executed"
         kind = ("executed, " if ex.model == "none" else "live, ") if ex.live else ""
