@@ -182,6 +182,10 @@ def test_findings_format_numbers_as_the_claims_table_and_state_the_measured_mde(
     table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, result)])
     text = study.findings(table, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=True)
     assert "−0.05 [−0.12, +0.02], p = 0.21" in text and "-0.05" not in text
+    # Real case (chapter 09 at n = 190): "−0.14 [−0.21, −0.06], p = <0.001"
+    small = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, {**result, "p": 0.0004})])
+    text = study.findings(small, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=True)
+    assert "p < 0.001" in text and "p = <" not in text
     assert "±0.09 " in text and "at most 3.1 pp" in text and "ten points" not in text
 
 

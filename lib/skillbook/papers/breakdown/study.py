@@ -395,6 +395,11 @@ def _duration(hours: float) -> str:
     return f"{hours * 60:.0f} minutes" if hours < 1 else f"{hours:.1f} hours"
 
 
+def _p_phrase(shown: str) -> str:
+    """'= 0.21' or '< 0.001' from the claims table's p ('0.21', '<0.001'): never 'p = <0.001'."""
+    return f"< {shown[1:]}" if shown.startswith("<") else f"= {shown}"
+
+
 def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
              model: str = "the profile's model", clustered: pd.DataFrame | None = None) -> str:
     """The chapter's closing paragraph, written from the claims table and the progress table; `model` is
@@ -419,7 +424,7 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
         else:
             d = _decimals(r["estimate"], r["ci_low"], r["ci_high"])
             est = f"{_fmt(r['estimate'], decimals=d)} [{_fmt(r['ci_low'], decimals=d)}, " \
-                  f"{_fmt(r['ci_high'], decimals=d)}]" + (f", p = {_fmt_p(r['p'])}" if pd.notna(r["p"]) else "")
+                  f"{_fmt(r['ci_high'], decimals=d)}]" + (f", p {_p_phrase(_fmt_p(r['p']))}" if pd.notna(r["p"]) else "")
         verdict = r["verdict"] if final else "no verdict before n is reached"
         found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
     lines.append("**What it found.**\n" + "\n".join(found))
