@@ -10,6 +10,7 @@ a dead JVM can reach the next episode. The adapter itself keeps only configurati
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import shutil
 import threading
@@ -134,6 +135,23 @@ _RELEASER_LOCK = threading.Lock()
 _releaser: threading.Thread | None = None
 
 
+_RELEASER_NAME = "py4j releases"
+
+
+class _QuietReleases(logging.Filter):
+    """py4j reports a failed send with `logging.exception` on the *root* logger. A release that meets a JVM
+    just killed (it was in flight when the JVM died, or the JVM died under a connected client) fails by
+    design and costs nothing, but its traceback reached a chapter's page as stderr (chapter 06). Dropped
+    here for the releaser thread only; every other py4j message is untouched."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.threadName == _RELEASER_NAME
+                    and record.getMessage().startswith("Exception while sending command"))
+
+
+_QUIET_RELEASES = _QuietReleases()
+
+
 def _release_queued() -> None:
     from py4j.java_gateway import GatewayClient
     while True:
@@ -150,7 +168,8 @@ def _release_proxies_in_background(handle) -> None:
         return
     with _RELEASER_LOCK:
         if _releaser is None or not _releaser.is_alive():
-            _releaser = threading.Thread(target=_release_queued, name="py4j releases", daemon=True)
+            logging.getLogger().addFilter(_QUIET_RELEASES)     # once: a filter is added only if absent
+            _releaser = threading.Thread(target=_release_queued, name=_RELEASER_NAME, daemon=True)
             _releaser.start()
     # An instance attribute: py4j's finalizers look the method up on the client when they run.
     _quietly(setattr, client, "garbage_collect_object", lambda target_id: _RELEASES.put((client, target_id)))
