@@ -51,6 +51,11 @@ class Exercise:
     def sets(self) -> dict:
         return dict(self.rerun.get("set") or {})
 
+    @property
+    def kind(self) -> str:
+        """"live" (re-executes with the model answering), "executed" (re-executes, no model in it) or ""."""
+        return ("executed" if self.model == "none" else "live") if self.live else ""
+
     def command_line(self) -> str:
         if self.command:
             return self.command.strip()
@@ -123,8 +128,7 @@ def render(chapter: str, exercises: list[Exercise]) -> str:
              "smoke profile (`profiles/smoke.yml`: the smallest real run, with the 0.5B model), so their "
              "settings are that profile's, not the ones this page was executed with."]
     for i, ex in enumerate(exercises, 1):
-        # "live" means the chapter re-executes instead of replaying; with no model in it, say "executed"
-        kind = ("executed, " if ex.model == "none" else "live, ") if ex.live else ""
+        kind = f"{ex.kind}, " if ex.kind else ""
         model = "no model call" if ex.model == "none" else f"`{ex.model}`"
         lines += ["", f"### {chapter[:2]}.{i} {ex.title}", "", ex.question, "", "```bash", ex.command_line(),
                   "```", "", f"**Look for:** {ex.look_for}", "",
@@ -167,7 +171,7 @@ def times_table(loaded: dict[str, list[Exercise]]) -> str:
         for i, e in enumerate(exercises, 1):
             model = "no model call" if e.model == "none" else f"`{e.model}`"
             over = " (over the 5-minute target)" if e.live and e.seconds > LIVE_TARGET_S else ""
-            tag = (" (executed)" if e.model == "none" else " (live)") if e.live else ""
+            tag = f" ({e.kind})" if e.kind else ""
             rows.append(f"| {chapter[:2]}.{i} {e.title}{tag} | {chapter} | {model} "
                         f"| {minutes(e.seconds)}{over} |")
     return "\n".join(rows)
