@@ -458,3 +458,26 @@ def test_bootstrap_difference_and_verdict():
     assert np.isnan(bootstrap_difference([], [1.0])["p"])
     assert verdict(0.1, 0.3, +1) == "supported" and verdict(0.1, 0.3, -1) == "contradicted"
     assert verdict(-0.1, 0.3, +1) == "not resolved" and verdict(float("nan"), 1, 1) == "not resolved"
+
+
+def test_mean_t_test_is_scipys_one_sample_t_and_the_two_callers_share_it():
+    # Review of the 2026-12-03 diff: `recovery_claim` and `paired_difference` each computed a Student-t
+    # interval of a mean on their own; one helper now serves both, checked against scipy's.
+    from skillbook.analysis.stats import mean_t_test
+    x = np.array([0.3, -0.1, 0.5, 0.2, 0.0, 0.4, -0.2, 0.6])
+    r = mean_t_test(x)
+    ref = st.ttest_1samp(x, 0.0)
+    lo, hi = ref.confidence_interval(0.95)
+    assert r["n"] == 8 and r["mean"] == pytest.approx(x.mean())
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((lo, hi)) and r["p"] == pytest.approx(ref.pvalue)
+    assert mean_t_test(x, ci=0.9)["ci_high"] < hi
+    # no spread or a single value: no interval and no p (a zero-width interval would claim certainty)
+    for degenerate in ([0.25] * 5, [0.4], []):
+        d = mean_t_test(degenerate)
+        assert np.isnan(d["ci_low"]) and np.isnan(d["ci_high"]) and np.isnan(d["p"])
+    assert mean_t_test([np.nan, 1.0, 2.0, np.nan])["n"] == 2          # NaNs dropped
+    # paired_difference's continuous branch gives the same interval as the helper on the differences
+    df = pd.DataFrame({"task_id": list(range(8)) * 2, "c": ["a"] * 8 + ["b"] * 8,
+                       "steps": np.r_[np.zeros(8), x]})
+    pdiff = paired_difference(df, "c", "a", "b", metric="steps")
+    assert (pdiff["ci_low"], pdiff["ci_high"]) == pytest.approx((lo, hi))

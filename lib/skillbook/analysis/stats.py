@@ -12,7 +12,8 @@ Which interval, which test (formulas in each docstring):
 * a continuous mean: percentile bootstrap over tasks (`bootstrap_ci`, used by `summarize`);
 * paired 0/1 outcomes: Newcombe's hybrid score interval for the paired difference (his method 10) and
   the exact McNemar test (`newcombe_paired_ci`, `exact_mcnemar_p`, used by `paired_difference`);
-* paired continuous outcomes: Student-t interval of the mean difference and the exact sign test;
+* paired continuous outcomes: Student-t interval of the mean difference (`mean_t_test`) and the exact
+  sign test;
 * a slope over clustered rows: OLS with a cluster-robust (CR1 or CR2) variance, t with G − 1 df;
 * a rank correlation over clustered rows: Spearman's ρ with a cluster (whole-group) bootstrap;
 * several claims: Holm's step-down adjustment (`holm`, used by `claims.claims_table`).
@@ -156,6 +157,25 @@ def sign_test_p(differences) -> float:
     return exact_mcnemar_p(int((d < 0).sum()), int((d > 0).sum()))
 
 
+def mean_t_test(values, ci: float = 0.95, null: float = 0.0) -> dict:
+    """Student's one-sample t for a mean: n (NaNs dropped), mean, sd (n − 1), the interval
+    mean ± t(n−1, 1 − (1−ci)/2) · sd/√n, and the two-sided p of H0: mean = `null`. Interval and p are NaN
+    when n < 2 or every value is the same: a zero-width interval would claim a certainty the data do not
+    give, and the caller says why (`paired_difference` adds a note, `recovery_claim` its own rule)."""
+    x = np.asarray(values, dtype=float).ravel()
+    x = x[~np.isnan(x)]
+    n = len(x)
+    mean = float(x.mean()) if n else float("nan")
+    sd = float(x.std(ddof=1)) if n >= 2 else float("nan")
+    out = {"n": n, "mean": mean, "sd": sd, "ci_low": float("nan"), "ci_high": float("nan"), "p": float("nan")}
+    if n >= 2 and sd > 0:
+        se = sd / math.sqrt(n)
+        half = float(_st.t.ppf(1 - (1 - ci) / 2, n - 1)) * se
+        out.update(ci_low=mean - half, ci_high=mean + half,
+                   p=float(2 * _st.t.sf(abs(mean - null) / se, n - 1)))
+    return out
+
+
 def newcombe_paired_ci(n11, n10, n01, n00, ci: float = 0.95, phi: str = "corrected"):
     """Newcombe's hybrid score interval for the difference of two paired proportions (Newcombe 1998,
     Stat Med 17:2635, method 10). Arrays broadcast; returns (θ̂, low, high).
@@ -265,13 +285,9 @@ def paired_difference(df: pd.DataFrame, condition: str, a: str, b: str, metric: 
                     "both": both, "neither": neither, "mcnemar_p": p, "p": p, "test": "exact McNemar",
                     "ci_method": "Newcombe hybrid score (method 10)", "mde": mde, "mde_discordance": psi})
         return out
-    mean = float(diff.mean()) if n else float("nan")
-    sd = float(diff.std(ddof=1)) if n >= 2 else float("nan")
-    if n >= 2 and sd > 0:
-        half = float(_st.t.ppf(1 - (1 - ci) / 2, n - 1)) * sd / math.sqrt(n)
-        lo, hi = mean - half, mean + half
-    else:
-        lo = hi = float("nan")
+    t = mean_t_test(diff, ci)
+    mean, sd, lo, hi = t["mean"], t["sd"], t["ci_low"], t["ci_high"]
+    if np.isnan(lo):
         # Say why there is no interval, so a claims table shows the reason next to "MDE n/a".
         out["note"] = (f"{n} task{'s' * (n != 1)} with both conditions: no interval" if n < 2 else
                        f"the {metric} difference is {mean:+g} on every one of the {n} tasks: no spread, "

@@ -160,19 +160,16 @@ def recovery_claim(K: int, M: int, f: float, **kw) -> dict:
     A first version put the exact sign test beside the mean's interval: on τ²-bench's design the interval
     excluded 0 while the sign test, a test of the median library, did not reject; and with shares on a few
     values, ties leave the sign test no interval of its own. `kw` as `simulate_cell` (the same draws)."""
-    from scipy import stats as sps
+    from ...analysis.stats import mean_t_test
     excess = np.array([r["sign_recovery"] for r in _replicates(K, M, f, **kw)], dtype=float) - 0.5
-    excess = excess[~np.isnan(excess)]
-    n, test = len(excess), "t test over planted libraries"
+    t, test = mean_t_test(excess), "t test over planted libraries"
+    n, mean = t["n"], t["mean"]
     if n < 2:
-        return {"estimate": float(excess.mean()) if n else float("nan"), "n": n, "p": float("nan"), "test": test}
-    mean, se = float(excess.mean()), float(excess.std(ddof=1) / np.sqrt(n))
-    if se == 0:     # every library the same: no sampling variation to test against
+        return {"estimate": mean, "n": n, "p": float("nan"), "test": test}
+    if not t["sd"] > 0:     # every library the same: no sampling variation to test against
         return {"estimate": mean, "ci_low": mean, "ci_high": mean, "p": 1.0 if mean == 0 else 0.0, "n": n,
                 "test": test}
-    half = sps.t.ppf(0.975, n - 1) * se
-    p = float(2 * sps.t.sf(abs(mean) / se, n - 1))
-    return {"estimate": mean, "ci_low": mean - half, "ci_high": mean + half, "p": p, "n": n, "test": test}
+    return {"estimate": mean, "ci_low": t["ci_low"], "ci_high": t["ci_high"], "p": t["p"], "n": n, "test": test}
 
 
 def simulate_grid(Ks=GRID["K"], Ms=GRID["M"], fs=GRID["f"], **kw) -> pd.DataFrame:
