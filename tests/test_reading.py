@@ -377,3 +377,29 @@ def test_a_chapters_tables_show_text_cells_whole(tmp_path):
     Lab("04_transfer", runs_root=str(tmp_path), backend="openai:http://127.0.0.1:9/v1#m")
     note = "judge_neutral is +0 on all 246 pairs: a constant judge gives no ranking at all"
     assert note in pd.DataFrame({"note": [note]})._repr_html_()
+
+
+def test_the_findings_say_how_much_each_chapter_could_detect():
+    # Real case (the book after the study): chapter 10's tally put the study's 223-task verdicts and the
+    # workshop's 9-task "not resolved" rows in one count; a reader could not see which rows can say anything.
+    import pandas as pd
+    from skillbook.book.findings import by_chapter
+    rows = [{"chapter": "04_transfer", "verdict": "not resolved (MDE ±0.73)", "n": 9, "n_clusters": float("nan"),
+             "mde": 0.73, "interim": False},
+            {"chapter": "04_transfer", "verdict": "not tested", "n": 6, "n_clusters": float("nan"),
+             "mde": float("nan"), "interim": False},
+            {"chapter": "05_utility", "verdict": "contradicted", "n": 64, "n_clusters": 13, "mde": float("nan"),
+             "interim": False},
+            {"chapter": "09_study", "verdict": "contradicted", "n": 223, "n_clusters": float("nan"), "mde": 0.10,
+             "interim": False},
+            {"chapter": "09_study", "verdict": "supported", "n": 223, "n_clusters": float("nan"), "mde": 0.11,
+             "interim": False}]
+    t = by_chapter(pd.DataFrame(rows), {"04_transfer": "Transfer", "09_study": "The study"})
+    assert t.index.tolist() == ["Transfer", "05_utility", "The study"]
+    assert t.loc["Transfer", "claims"] == 2 and t.loc["Transfer", "resolved"] == 0
+    assert t.loc["05_utility", "units"] == "13" and t.loc["Transfer", "units"] == "6–9"
+    assert t.loc["The study", "resolved"] == 2 and t.loc["The study", "median MDE"] == pytest.approx(0.105)
+    assert pd.isna(t.loc["05_utility", "median MDE"])
+    # interim claims are not counted as resolved whatever their stored verdict
+    t = by_chapter(pd.DataFrame(rows).assign(interim=True), {})
+    assert (t.resolved == 0).all()

@@ -377,3 +377,66 @@ def test_sittings_text_counts_sittings_and_machine_configurations():
     assert text.startswith("Sittings recorded since 2026-12-02 16:29:15 (earlier ones were not): 3, on 2 machine "
                            "configurations (AMD EPYC, 2 cores, CPU flags aaa")
     assert "No sitting" in study.sittings_text(study.sittings(Path("/nonexistent")))
+
+
+def _stream_rows(outcomes: dict[str, list[int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"task_id": f"t{i}", "condition": c, "success": s}
+                         for c, v in outcomes.items() for i, s in enumerate(v)])
+
+
+def test_the_subtask_effect_splits_into_content_and_prompt_slot_and_they_add_up():
+    # Real case (the final study): subtask-none 0.34, subtask-text 0.23, placebo 0.10. The memory hurt, but
+    # the placebo hurt more: Δ_sub = (text − placebo) + (placebo − none), per task, so the two parts add up.
+    # The second part was named after the results: it is labelled exploratory and gets no verdict.
+    df = _stream_rows({"subtask-none": [1, 1, 1, 0, 1, 0, 1, 1], "subtask-text": [1, 0, 1, 0, 0, 1, 1, 0],
+                       "subtask-placebo": [0, 0, 1, 0, 0, 0, 0, 0]})
+    d = study.decomposition(df).set_index("part")
+    assert list(d.index) == ["memory effect Δ_sub", "content (text − placebo)", "prompt slot (placebo − none)"]
+    assert list(d.role) == ["primary", "secondary", "exploratory"]
+    assert d.estimate.iloc[0] == pytest.approx(d.estimate.iloc[1] + d.estimate.iloc[2])
+    assert d.estimate.iloc[2] == pytest.approx((1 - 6) / 8) and (d.ci_low <= d.estimate).all()
+    assert {"p", "n", "contrast"} <= set(d.columns)
+    # without a placebo stream there is nothing to split
+    assert study.decomposition(df[df.condition != "subtask-placebo"]).empty
+
+
+def test_findings_state_the_exploratory_split_without_a_verdict_and_only_what_its_table_says():
+    from skillbook.analysis import Claim, claims_table
+    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
+    table = claims_table([
+        Claim("subtask-text − subtask-none", "+1.9 pp", +1, True,
+              {"estimate": -0.11, "ci_low": -0.18, "ci_high": -0.04, "p": 0.003, "n": 223, "mde": 0.1}),
+        Claim("subtask-text − subtask-placebo", "(no placebo)", +1, False,
+              {"estimate": 0.13, "ci_low": 0.06, "ci_high": 0.21, "p": 0.0004, "n": 223, "mde": 0.1})])
+    split = pd.DataFrame([
+        {"part": "prompt slot (placebo − none)", "contrast": "subtask-placebo − subtask-none",
+         "role": "exploratory", "estimate": -0.24, "ci_low": -0.31, "ci_high": -0.17, "p": 1e-9, "n": 223}])
+    hours = pd.DataFrame({"hours": [15.2]}, index=["all"])
+    text = study.findings(table, design, hours, final=True, decomposition=split)
+    assert "exploratory" in text.lower() and "−0.24 [−0.31, −0.17]" in text
+    assert "lowered subtask-level success more than the induced skills did" in text
+    # an interval that reaches 0 says nothing about the slot: no such sentence
+    flat = split.assign(ci_high=0.02, p=0.09)
+    assert "lowered" not in study.findings(table, design, hours, final=True, decomposition=flat)
+
+
+def test_findings_give_every_clustered_interval_and_say_when_none_excludes_zero():
+    # Real case (the final study): the pre-registered intervals exclude 0 for two contrasts, but clustered by
+    # the 16 situations every interval covers 0; the paragraph named only the first one.
+    from skillbook.analysis import Claim, claims_table
+    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
+    table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True,
+                                {"estimate": -0.11, "ci_low": -0.18, "ci_high": -0.04, "p": 0.003, "n": 223,
+                                 "mde": 0.1})])
+    rows = [("subtask-text − subtask-none", -0.108, -0.371, 0.156), ("task-text − task-none", 0.018, -0.178, 0.214),
+            ("interaction (subtask effect − task effect)", -0.126, -0.404, 0.153)]
+    clustered = pd.DataFrame([{"contrast": c, "n": 223, "situations": 16, "estimate": e, "ci_low": lo,
+                               "ci_high": hi, "p": 0.4} for c, e, lo, hi in rows])
+    text = study.findings(table, design, pd.DataFrame({"hours": [15.2]}, index=["all"]), final=True,
+                          clustered=clustered)
+    assert "[−0.37, +0.16]" in text and "[−0.18, +0.21]" in text and "[−0.40, +0.15]" in text
+    assert "None of the three excludes 0" in text
+    one_out = clustered.assign(ci_high=[-0.01, 0.214, 0.153])
+    text = study.findings(table, design, pd.DataFrame({"hours": [15.2]}, index=["all"]), final=True,
+                          clustered=one_out)
+    assert "1 of the three excludes 0" in text

@@ -118,3 +118,27 @@ def tally(claims: pd.DataFrame) -> pd.DataFrame:
     order = [p for p in PAPERS.values() if p in out.index]
     cols = [c for c in ("supported", "contradicted", "not resolved", "not tested", "interim") if c in out]
     return out.loc[order, cols]
+
+
+def by_chapter(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> pd.DataFrame:
+    """Per chapter, how much its claims could say: the number of claims, the units they were measured on
+    (tasks, or clusters where the claim is clustered; a range when they differ), the median minimum
+    detectable effect of those with one, and how many were resolved (supported or contradicted; an interim
+    claim never is). Chapters sized for a workshop and the pre-registered study read side by side."""
+    cols = ["claims", "units", "median MDE", "resolved"]
+    if claims.empty:
+        return pd.DataFrame(columns=cols)
+    titles = titles or {}
+    units = claims["n_clusters"].where(claims["n_clusters"].notna(), claims["n"])
+    kind = claims["verdict"].str.replace(r" \(.*\)$", "", regex=True)
+    resolved = kind.isin(["supported", "contradicted"]) & ~claims["interim"].astype(bool)
+    mde = claims["mde"].where(claims["mde"] < float("inf"))
+    rows = {}
+    for chapter, idx in claims.groupby("chapter", sort=False).groups.items():
+        u = units[idx].dropna().astype(int)
+        span = "—" if u.empty else (f"{u.min()}" if u.min() == u.max() else f"{u.min()}–{u.max()}")
+        rows[titles.get(chapter, chapter)] = {"claims": len(idx), "units": span,
+                                              "median MDE": float(mde[idx].median()),
+                                              "resolved": int(resolved[idx].sum())}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+

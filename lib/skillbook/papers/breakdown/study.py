@@ -9,6 +9,7 @@ any test episode runs (the pre-registration):
                  tasks: without memory the order does not matter)
     primary      subtask-text − subtask-none; task-text − task-none; their difference (the interaction)
     secondary    subtask-text − subtask-placebo; utility vs success on these records (Holm)
+    exploratory  subtask-placebo − subtask-none, named after the results (`decomposition`; no verdict)
     benchmark    chosen on the DEV split by `calibrate` (no-memory success 30–60%)
     n            fixed before the run from the calibration's discordance (`plan`); no interim stopping
 
@@ -274,6 +275,33 @@ def claims(df: pd.DataFrame, utility: dict | None = None) -> list:
     return out
 
 
+DECOMPOSITION = (("memory effect Δ_sub", "subtask-none", "subtask-text", "primary"),
+                 ("content (text − placebo)", "subtask-placebo", "subtask-text", "secondary"),
+                 ("prompt slot (placebo − none)", "subtask-none", "subtask-placebo", "exploratory"))
+
+
+def decomposition(df: pd.DataFrame) -> pd.DataFrame:
+    """The subtask-level memory effect split per task into what the skills say and what filling their
+    prompt slot does: s_text − s_none = (s_text − s_placebo) + (s_placebo − s_none), so the three estimates
+    add up exactly on the tasks all three streams ran. The first two are the pre-registered primary and
+    secondary contrasts; the slot part was named after the results were seen (exploratory: no verdict, not
+    in the Holm family). Each with `paired_difference` (Newcombe interval, exact McNemar). Empty without a
+    placebo stream."""
+    from ...analysis import paired_difference
+    names = ("subtask-none", "subtask-text", "subtask-placebo")
+    cols = ["part", "contrast", "role", "n", "estimate", "ci_low", "ci_high", "p", "test"]
+    if not set(names) <= set(df.condition):
+        return pd.DataFrame(columns=cols)
+    df = df[df.task_id.isin(common_tasks(df, names))]
+    rows = []
+    for part, a, b, role in DECOMPOSITION:
+        r = paired_difference(df, "condition", a, b)
+        rows.append({"part": part, "contrast": f"{b} − {a}", "role": role, "n": r["n_tasks"],
+                     "estimate": r["difference"], "ci_low": r["ci_low"], "ci_high": r["ci_high"], "p": r["p"],
+                     "test": r["test"]})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def situations(design: StudyDesign) -> pd.Series:
     """task id → its situation: the tasks whose instruction and first observation are the same text share
     one (numbered in stream order). Coin with two rooms has few: many test seeds start the same way."""
@@ -400,12 +428,55 @@ def _p_phrase(shown: str) -> str:
     return f"< {shown[1:]}" if shown.startswith("<") else f"= {shown}"
 
 
+def _interval(r, decimals: int | None = None) -> str:
+    from ...analysis.claims import _decimals, _fmt
+    if pd.isna(r["ci_low"]):
+        return "no interval"
+    d = decimals if decimals is not None else _decimals(r["estimate"], r["ci_low"], r["ci_high"])
+    return f"[{_fmt(r['ci_low'], decimals=d)}, {_fmt(r['ci_high'], decimals=d)}]"
+
+
+def _clustered_text(clustered: pd.DataFrame, n: int) -> str:
+    """The sensitivity analysis in words: every contrast's clustered interval, and how many exclude 0."""
+    count = {1: "the one", 2: "the two", 3: "the three"}.get(len(clustered), f"the {len(clustered)}")
+    spans = "; ".join(f"{r['contrast']} {_interval(r, 2)}" for _, r in clustered.iterrows())
+    out = (f"The {n} tasks start in {int(clustered['situations'].max())} distinct situations; clustered by "
+           f"situation (a sensitivity analysis, not pre-registered), the primary contrasts' intervals are: {spans}.")
+    if len(clustered) > 1:
+        k = int(((clustered.ci_low > 0) | (clustered.ci_high < 0)).sum())
+        out += (f" None of {count} excludes 0: the verdicts above are about these {n} test seeds; over the "
+                "situations they start from, the data do not resolve the contrasts." if k == 0 else
+                f" {k} of {count} exclude{'s' * (k == 1)} 0.")
+    return out
+
+
+def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame) -> str:
+    """The exploratory split of the subtask effect (`decomposition`), with no verdict; its one sentence of
+    interpretation only when the slot part and the content claim both exclude 0."""
+    from ...analysis.claims import _decimals, _fmt, _fmt_p
+    slot = split[split.role == "exploratory"].iloc[0]
+    d = _decimals(slot["estimate"], slot["ci_low"], slot["ci_high"])
+    text = (f"**Exploratory** (named after the results were seen; no verdict, not Holm-corrected): "
+            f"{slot['contrast']}, {_fmt(slot['estimate'], decimals=d)} {_interval(slot, d)}"
+            + (f", p {_p_phrase(_fmt_p(slot['p']))}" if pd.notna(slot["p"]) else "") + ".")
+    content = claims[claims.claim == "subtask-text − subtask-placebo"]
+    effect = claims[claims.claim == "subtask-text − subtask-none"]
+    if len(content) and slot["ci_high"] < 0 and content.ci_low.iloc[0] > 0:
+        text += (" Length-matched irrelevant text in the skill slot lowered subtask-level success more than the "
+                 "induced skills did: relative to that placebo, the skills' content helped")
+        text += (", but not by enough to make up for what filling the slot cost this model."
+                 if len(effect) and effect.ci_high.iloc[0] < 0 else ".")
+    return text
+
+
 def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
-             model: str = "the profile's model", clustered: pd.DataFrame | None = None) -> str:
+             model: str = "the profile's model", clustered: pd.DataFrame | None = None,
+             decomposition: pd.DataFrame | None = None) -> str:
     """The chapter's closing paragraph, written from the claims table and the progress table; `model` is
     the backend that answered the recorded episodes (e.g. `lab.llm.backend`); `clustered` is the
-    sensitivity table of `clustered_contrasts`, if any. Numbers are formatted as the claims table formats
-    them."""
+    sensitivity table of `clustered_contrasts`, if any; `decomposition` the table of `decomposition`, whose
+    exploratory part is stated without a verdict. Numbers are formatted as the claims table formats them;
+    a sentence of interpretation appears only when the intervals it rests on exclude 0."""
     from ...analysis.claims import _decimals, _fmt, _fmt_p
     # tasks per stream: from the primary contrasts (the utility claim's n counts episodes)
     primary = claims[claims["role"] == "primary"] if len(claims) else claims
@@ -428,6 +499,8 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
         verdict = r["verdict"] if final else "no verdict before n is reached"
         found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
     lines.append("**What it found.**\n" + "\n".join(found))
+    if decomposition is not None and len(decomposition):
+        lines.append(_decomposition_text(claims, decomposition))
     mde = primary["mde"].dropna() if "mde" in primary else pd.Series(dtype=float)
     mde = mde[mde < float("inf")]
     if len(mde):
@@ -443,11 +516,7 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
     else:
         lines.append("**How sure.** No primary contrast has a minimum detectable effect at this n yet.")
     if clustered is not None and len(clustered):
-        c = clustered.iloc[0]
-        ci = (f"[{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]" if pd.notna(c["ci_low"]) else "no interval")
-        lines[-1] += (f" The {n} tasks start in {int(clustered['situations'].max())} distinct situations; "
-                      f"clustered by situation (a sensitivity analysis, not pre-registered), the first primary "
-                      f"contrast's interval is {ci}.")
+        lines[-1] += " " + _clustered_text(clustered, n)
     lines.append(f"**What it can and cannot show.** One model ({model}) on one game ({design.task_types}) with "
                  f"{design.max_steps} steps; the paper's numbers are averages over {PAPER_SCOPE}. A verdict here "
                  "says whether text skills help or hurt this model on this game, within the intervals above. It "
