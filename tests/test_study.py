@@ -418,6 +418,9 @@ def test_findings_state_the_exploratory_split_without_a_verdict_and_only_what_it
     # an interval that reaches 0 says nothing about the slot: no such sentence
     flat = split.assign(ci_high=0.02, p=0.09)
     assert "lowered" not in study.findings(table, design, hours, final=True, decomposition=flat)
+    # it rests on the claims' verdicts, which an interim page does not show
+    interim = study.findings(table, design, hours, final=False, decomposition=split)
+    assert "−0.24 [−0.31, −0.17]" in interim and "lowered" not in interim
 
 
 def test_findings_give_every_clustered_interval_and_say_when_none_excludes_zero():

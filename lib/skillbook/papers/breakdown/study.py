@@ -450,22 +450,22 @@ def _clustered_text(clustered: pd.DataFrame, n: int) -> str:
     return out
 
 
-def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame) -> str:
-    """The exploratory split of the subtask effect (`decomposition`), with no verdict; its one sentence of
-    interpretation only when the slot part and the content claim both exclude 0."""
+def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame, final: bool) -> str:
+    """The exploratory split of the subtask effect (`decomposition`), with no verdict. Its one sentence of
+    interpretation rests on the claims' verdicts, so it appears only at the pre-registered n, when the
+    content claim is supported and the slot part's interval lies below 0."""
     from ...analysis.claims import _decimals, _fmt, _fmt_p
     slot = split[split.role == "exploratory"].iloc[0]
     d = _decimals(slot["estimate"], slot["ci_low"], slot["ci_high"])
     text = (f"**Exploratory** (named after the results were seen; no verdict, not Holm-corrected): "
             f"{slot['contrast']}, {_fmt(slot['estimate'], decimals=d)} {_interval(slot, d)}"
             + (f", p {_p_phrase(_fmt_p(slot['p']))}" if pd.notna(slot["p"]) else "") + ".")
-    content = claims[claims.claim == "subtask-text − subtask-placebo"]
-    effect = claims[claims.claim == "subtask-text − subtask-none"]
-    if len(content) and slot["ci_high"] < 0 and content.ci_low.iloc[0] > 0:
+    verdict = dict(zip(claims.claim, claims.verdict)) if len(claims) else {}
+    if final and verdict.get("subtask-text − subtask-placebo") == "supported" and slot["ci_high"] < 0:
         text += (" Length-matched irrelevant text in the skill slot lowered subtask-level success more than the "
                  "induced skills did: relative to that placebo, the skills' content helped")
         text += (", but not by enough to make up for what filling the slot cost this model."
-                 if len(effect) and effect.ci_high.iloc[0] < 0 else ".")
+                 if verdict.get("subtask-text − subtask-none") == "contradicted" else ".")
     return text
 
 
@@ -500,7 +500,7 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
         found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
     lines.append("**What it found.**\n" + "\n".join(found))
     if decomposition is not None and len(decomposition):
-        lines.append(_decomposition_text(claims, decomposition))
+        lines.append(_decomposition_text(claims, decomposition, final))
     mde = primary["mde"].dropna() if "mde" in primary else pd.Series(dtype=float)
     mde = mde[mde < float("inf")]
     if len(mde):
