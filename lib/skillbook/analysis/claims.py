@@ -102,6 +102,20 @@ def _fmt(x: float, signed: bool = True, decimals: int | None = None) -> str:
     return s.replace("-", "−")
 
 
+def _bracket(low: float, high: float, decimals: int) -> str:
+    return f"[{_fmt(low, decimals=decimals)}, {_fmt(high, decimals=decimals)}]"
+
+
+def measured_text(estimate: float, low: float, high: float) -> str:
+    """"+0.12 [−0.03, +0.27]": the estimate with its interval (left out when there is none), all at the
+    same decimals — the claims table's *measured* column, and the prose that quotes it."""
+    d = _decimals(estimate, low, high)
+    out = _fmt(estimate, decimals=d)
+    if not (pd.isna(low) or pd.isna(high)):
+        out += " " + _bracket(low, high, d)
+    return out
+
+
 def _fmt_p(p: float) -> str:
     if p is None or math.isnan(p):
         return "—"
@@ -176,10 +190,7 @@ def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.
         table = claims_table(table, alpha=alpha)
     rows = []
     for _, r in table.iterrows():
-        d = _decimals(r["estimate"], r["ci_low"], r["ci_high"])
-        est = _fmt(r["estimate"], decimals=d)
-        if not (math.isnan(r["ci_low"]) or math.isnan(r["ci_high"])):
-            est += f" [{_fmt(r['ci_low'], decimals=d)}, {_fmt(r['ci_high'], decimals=d)}]"
+        est = measured_text(r["estimate"], r["ci_low"], r["ci_high"])
         n = "" if pd.isna(r["n"]) else f"{int(r['n'])}"
         if not pd.isna(r["n_clusters"]):
             n += f" ({int(r['n_clusters'])} clusters)"

@@ -108,11 +108,16 @@ def findings_html(claims: pd.DataFrame, titles: dict[str, str] | None = None) ->
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
+def _verdict_kind(claims: pd.DataFrame) -> pd.Series:
+    """The verdict without its parenthesis: "not resolved (MDE ±0.73)" → "not resolved"."""
+    return claims["verdict"].str.replace(r" \(.*\)$", "", regex=True)
+
+
 def tally(claims: pd.DataFrame) -> pd.DataFrame:
     """Claims per paper and verdict kind (supported, contradicted, not resolved, not tested, interim)."""
     if claims.empty:
         return pd.DataFrame()
-    kind = claims["verdict"].str.replace(r" \(.*\)$", "", regex=True).where(~claims["interim"], "interim")
+    kind = _verdict_kind(claims).where(~claims["interim"], "interim")
     out = (pd.DataFrame({"paper": [PAPERS.get(k, k) for k in claims["key"]], "verdict": kind})
            .groupby(["paper", "verdict"]).size().unstack(fill_value=0))
     order = [p for p in PAPERS.values() if p in out.index]
@@ -130,8 +135,7 @@ def by_chapter(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> pd
         return pd.DataFrame(columns=cols)
     titles = titles or {}
     units = claims["n_clusters"].where(claims["n_clusters"].notna(), claims["n"])
-    kind = claims["verdict"].str.replace(r" \(.*\)$", "", regex=True)
-    resolved = kind.isin(["supported", "contradicted"]) & ~claims["interim"].astype(bool)
+    resolved = _verdict_kind(claims).isin(["supported", "contradicted"]) & ~claims["interim"].astype(bool)
     mde = claims["mde"].where(claims["mde"] < float("inf"))
     rows = {}
     for chapter, idx in claims.groupby("chapter", sort=False).groups.items():
@@ -141,4 +145,3 @@ def by_chapter(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> pd
                                               "median MDE": float(mde[idx].median()),
                                               "resolved": int(resolved[idx].sum())}
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
-

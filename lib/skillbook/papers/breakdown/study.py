@@ -428,18 +428,19 @@ def _p_phrase(shown: str) -> str:
     return f"< {shown[1:]}" if shown.startswith("<") else f"= {shown}"
 
 
-def _interval(r, decimals: int | None = None) -> str:
-    from ...analysis.claims import _decimals, _fmt
-    if pd.isna(r["ci_low"]):
-        return "no interval"
-    d = decimals if decimals is not None else _decimals(r["estimate"], r["ci_low"], r["ci_high"])
-    return f"[{_fmt(r['ci_low'], decimals=d)}, {_fmt(r['ci_high'], decimals=d)}]"
+def _measured(r) -> str:
+    """A claims-table row's measurement in prose: as the table prints it, then its p ("p = 0.21")."""
+    from ...analysis.claims import _fmt_p, measured_text
+    return measured_text(r["estimate"], r["ci_low"], r["ci_high"]) + (
+        f", p {_p_phrase(_fmt_p(r['p']))}" if pd.notna(r["p"]) else "")
 
 
 def _clustered_text(clustered: pd.DataFrame, n: int) -> str:
     """The sensitivity analysis in words: every contrast's clustered interval, and how many exclude 0."""
     count = {1: "the one", 2: "the two", 3: "the three"}.get(len(clustered), f"the {len(clustered)}")
-    spans = "; ".join(f"{r['contrast']} {_interval(r, 2)}" for _, r in clustered.iterrows())
+    from ...analysis.claims import _bracket
+    spans = "; ".join(f"{r['contrast']} " + (_bracket(r["ci_low"], r["ci_high"], 2) if pd.notna(r["ci_low"])
+                                              else "no interval") for _, r in clustered.iterrows())
     out = (f"The {n} tasks start in {int(clustered['situations'].max())} distinct situations; clustered by "
            f"situation (a sensitivity analysis, not pre-registered), the primary contrasts' intervals are: {spans}.")
     if len(clustered) > 1:
@@ -454,12 +455,9 @@ def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame, final: bool) 
     """The exploratory split of the subtask effect (`decomposition`), with no verdict. Its one sentence of
     interpretation rests on the claims' verdicts, so it appears only at the pre-registered n, when the
     content claim is supported and the slot part's interval lies below 0."""
-    from ...analysis.claims import _decimals, _fmt, _fmt_p
     slot = split[split.role == "exploratory"].iloc[0]
-    d = _decimals(slot["estimate"], slot["ci_low"], slot["ci_high"])
     text = (f"**Exploratory** (named after the results were seen; no verdict, not Holm-corrected): "
-            f"{slot['contrast']}, {_fmt(slot['estimate'], decimals=d)} {_interval(slot, d)}"
-            + (f", p {_p_phrase(_fmt_p(slot['p']))}" if pd.notna(slot["p"]) else "") + ".")
+            f"{slot['contrast']}, {_measured(slot)}.")
     verdict = dict(zip(claims.claim, claims.verdict)) if len(claims) else {}
     if final and verdict.get("subtask-text − subtask-placebo") == "supported" and slot["ci_high"] < 0:
         text += (" Length-matched irrelevant text in the skill slot lowered subtask-level success more than the "
@@ -476,8 +474,8 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
     the backend that answered the recorded episodes (e.g. `lab.llm.backend`); `clustered` is the
     sensitivity table of `clustered_contrasts`, if any; `decomposition` the table of `decomposition`, whose
     exploratory part is stated without a verdict. Numbers are formatted as the claims table formats them;
-    a sentence of interpretation appears only when the intervals it rests on exclude 0."""
-    from ...analysis.claims import _decimals, _fmt, _fmt_p
+    its sentence of interpretation appears only at the pre-registered n, when the verdicts it rests on say so."""
+    from ...analysis.claims import _fmt
     # tasks per stream: from the primary contrasts (the utility claim's n counts episodes)
     primary = claims[claims["role"] == "primary"] if len(claims) else claims
     n = int(primary["n"].dropna().max()) if len(primary) and primary["n"].notna().any() else 0
@@ -493,9 +491,7 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
             note = r.get("note") if isinstance(r.get("note"), str) and r.get("note") else "no estimate"
             est = f"n/a ({note})"
         else:
-            d = _decimals(r["estimate"], r["ci_low"], r["ci_high"])
-            est = f"{_fmt(r['estimate'], decimals=d)} [{_fmt(r['ci_low'], decimals=d)}, " \
-                  f"{_fmt(r['ci_high'], decimals=d)}]" + (f", p {_p_phrase(_fmt_p(r['p']))}" if pd.notna(r["p"]) else "")
+            est = _measured(r)
         verdict = r["verdict"] if final else "no verdict before n is reached"
         found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
     lines.append("**What it found.**\n" + "\n".join(found))
