@@ -41,7 +41,9 @@ from .stats import holm, mde_from_ci
 
 _ESTIMATE_KEYS = ("estimate", "difference", "rho", "slope")
 _P_KEYS = ("p", "mcnemar_p")
-_N_KEYS = ("n_tasks", "n")
+_N_KEYS = ("n_units", "n_tasks", "n")
+KINDS = {"paper": "a claim of a paper, tested on this book's runs",
+         "check": "a check of the book's own tools (a simulation's recovery, a property of a score)"}
 
 
 @dataclass
@@ -56,6 +58,11 @@ class Claim:
         and optionally `ci_low`, `ci_high`, `p`, `mde`, `n` / `n_tasks`, `n_clusters` — what
         `paired_difference`, `spearman_ci`, `cluster_slope` and `bootstrap_difference` return.
     note: free text for the table (e.g. what a descriptive claim showed).
+    unit: what n counts — the independent units the test treats as draws ("games", "tasks", "skills",
+        "libraries"); the result's own `unit` wins (`paired_difference(units=...)` sets "games").
+    kind: "paper" (a claim of one of the papers) or "check" (a check of the book's own tools: whether a
+        simulation recovers what was planted, a property of a score by construction). The closing
+        chapter's tally counts only the first kind.
     """
 
     name: str
@@ -64,10 +71,14 @@ class Claim:
     primary: bool
     result: Mapping = field(default_factory=dict)
     note: str = ""
+    unit: str = ""
+    kind: str = "paper"
 
     def __post_init__(self):
         if self.expected_sign not in (1, -1):
             raise ValueError(f"expected_sign must be +1 or -1, got {self.expected_sign!r} ({self.name})")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r} ({self.name})")
 
 
 def _get(result: Mapping, keys, default=float("nan")):
@@ -142,7 +153,11 @@ def _result_note(r) -> str:
 def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
     """One row per claim: claim, role (primary / secondary), paper, n, n_clusters, estimate, ci_low, ci_high,
     p, p_holm, mde, expected_sign, verdict, note, test (the result's `test`, e.g. "exact McNemar"; "" when
-    the result does not name one).
+    the result does not name one), unit (what n counts), n_tasks (the tasks behind n units, when fewer
+    units than tasks), kind (paper or check).
+
+    n is the number of independent units the test used: `n_units` when the result has it (tasks grouped
+    into games), else its tasks or n.
 
     p_holm is Holm's adjustment across the secondary claims that have a p (NaN for primary claims, which
     are decided on their own p). The verdict rule is in the module docstring. The MDE is the result's
@@ -160,9 +175,13 @@ def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -
                      "p": _num(_get(r, _P_KEYS)), "mde": mde, "expected_sign": c.expected_sign,
                      "note": c.note or _result_note(r),
                      "test": r["test"] if isinstance(r.get("test"), str) else "",
-                     "tested": any(k in r for k in _P_KEYS)})
+                     "tested": any(k in r for k in _P_KEYS),
+                     "unit": r["unit"] if isinstance(r.get("unit"), str) and r.get("unit") else c.unit,
+                     "n_tasks": r["n_tasks"] if "n_units" in r and r.get("n_tasks") != r.get("n_units") else np.nan,
+                     "kind": c.kind})
     t = pd.DataFrame(rows, columns=["claim", "role", "paper", "n", "n_clusters", "estimate", "ci_low", "ci_high",
-                                    "p", "mde", "expected_sign", "note", "test", "tested"])
+                                    "p", "mde", "expected_sign", "note", "test", "tested", "unit", "n_tasks",
+                                    "kind"])
     secondary = (t["role"] == "secondary").to_numpy()
     t["p_holm"] = np.nan
     if secondary.any():
@@ -180,7 +199,21 @@ def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -
             verdicts.append(_mde_text(row["mde"], row["n"]))
     t["verdict"] = verdicts
     return t[["claim", "role", "paper", "n", "n_clusters", "estimate", "ci_low", "ci_high", "p", "p_holm", "mde",
-              "expected_sign", "verdict", "note", "test"]]
+              "expected_sign", "verdict", "note", "test", "unit", "n_tasks", "kind"]]
+
+
+def units_text(row) -> str:
+    """The n column as a reader needs it: "16 games (223 tasks)", "9 tasks", "120 episodes (13 clusters)"."""
+    if pd.isna(row["n"]):
+        return ""
+    unit = row.get("unit") if isinstance(row.get("unit"), str) else ""
+    out = f"{int(row['n'])}" + (f" {unit}" if unit else "")
+    n_tasks = row.get("n_tasks")
+    if n_tasks is not None and not pd.isna(n_tasks):
+        out += f" ({int(n_tasks)} tasks)"
+    if not pd.isna(row.get("n_clusters", np.nan)):
+        out += f" ({int(row['n_clusters'])} clusters)"
+    return out
 
 
 def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.DataFrame:
@@ -191,9 +224,7 @@ def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.
     rows = []
     for _, r in table.iterrows():
         est = measured_text(r["estimate"], r["ci_low"], r["ci_high"])
-        n = "" if pd.isna(r["n"]) else f"{int(r['n'])}"
-        if not pd.isna(r["n_clusters"]):
-            n += f" ({int(r['n_clusters'])} clusters)"
+        n = units_text(r)
         rows.append({"claim": r["claim"], "role": r["role"], "paper": r["paper"], "n": n, "measured [95% CI]": est,
                      "p": _fmt_p(r["p"]), "p (Holm)": _fmt_p(r["p_holm"]),
                      "MDE": "" if math.isnan(r["mde"]) else "±" + _fmt(r["mde"], signed=False),

@@ -229,14 +229,121 @@ def newcombe_paired_ci(n11, n10, n01, n00, ci: float = 0.95, phi: str = "correct
     return theta, low, high
 
 
+# ---------------------------------------------------------------------------------------------------------
+# clustered units: the exact sign-flip test over units
+
+SIGN_FLIP_EXACT_MAX = 16      # units up to which every sign pattern is enumerated (2^16 = 65,536)
+SIGN_FLIP_DRAWS = 50_000      # random sign patterns beyond that (one fixed seed, shared by test and interval)
+
+
+def _sign_patterns(g: int) -> tuple[np.ndarray, bool]:
+    """(patterns × g matrix of ±1, exact?): all 2^g patterns up to SIGN_FLIP_EXACT_MAX units, else
+    SIGN_FLIP_DRAWS seeded random ones with the identity pattern first (so the observed statistic is
+    always among them and p is never 0)."""
+    if g <= SIGN_FLIP_EXACT_MAX:
+        bits = (np.arange(2 ** g)[:, None] >> np.arange(g)[None, :]) & 1
+        return 1.0 - 2.0 * bits, True
+    rng = np.random.default_rng(0)
+    signs = rng.choice([-1.0, 1.0], size=(SIGN_FLIP_DRAWS, g))
+    signs[0] = 1.0
+    return signs, False
+
+
+def sign_flip_test(totals, sizes=None, ci: float = 0.95, null: float = 0.0) -> dict:
+    """The exact sign-flip (randomisation) test over independent units, and the interval that inverts it.
+
+    totals: per unit g, the sum T_g of its tasks' paired differences; sizes: its number of tasks n_g (1
+    each when omitted: then T_g is one value per unit). The estimate is the mean over tasks,
+    θ̂ = Σ T_g / Σ n_g. Under H0: θ = `null`, each unit's centred total T_g − n_g·null is as likely to
+    have either sign (the units are independent and nothing favours a direction), so
+    S = |Σ_g ±(T_g − n_g·null)| is compared with its value under every one of the 2^G sign patterns:
+    p = share of patterns with S* ≥ S (exact; beyond SIGN_FLIP_EXACT_MAX units a fixed random sample of
+    SIGN_FLIP_DRAWS patterns). No normality and no large-G approximation: valid for the 16 games of a
+    TextWorldExpress setting. The interval is every θ the test does not reject at 1 − ci (bisection on
+    each side of θ̂, inside the range of the per-unit means T_g/n_g); with G units the smallest
+    attainable p is 2/2^G, so 5 units can never reject at 0.05.
+    Returns n (units), n_tasks, estimate, p, ci_low, ci_high, exact (enumerated, not sampled).
+    """
+    t = np.asarray(totals, dtype=float).ravel()
+    m = np.ones_like(t) if sizes is None else np.asarray(sizes, dtype=float).ravel()
+    keep = ~np.isnan(t) & (m > 0)
+    t, m = t[keep], m[keep]
+    g = len(t)
+    out = {"n": g, "n_tasks": int(m.sum()), "estimate": float(t.sum() / m.sum()) if g else float("nan"),
+           "p": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "exact": g <= SIGN_FLIP_EXACT_MAX}
+    if g == 0:
+        return out
+    signs, exact = _sign_patterns(g)
+    tol = 1e-9 * max(1.0, float(np.abs(t).sum()))
+
+    def p_at(theta: float) -> float:
+        d = t - m * theta
+        # sampled: the identity pattern is draw 0, so this is the usual (1 + count)/(1 + B) of the others
+        return float((np.abs(signs @ d) >= abs(d.sum()) - tol).mean())
+
+    out["p"] = min(1.0, p_at(null))
+    per_unit = t / m
+    est, lo_edge, hi_edge = out["estimate"], float(per_unit.min()), float(per_unit.max())
+    if lo_edge == hi_edge:
+        out.update(ci_low=lo_edge, ci_high=hi_edge)
+        return out
+    alpha = 1 - ci
+
+    def bound(inside: float, outside: float) -> float:
+        # p is 1 at θ̂ (the centred totals sum to 0) and falls towards the range's edges
+        if p_at(outside) > alpha:
+            return outside
+        for _ in range(40):
+            mid = (inside + outside) / 2
+            inside, outside = (mid, outside) if p_at(mid) > alpha else (inside, mid)
+        return inside
+    out.update(ci_low=bound(est, lo_edge), ci_high=bound(est, hi_edge))
+    return out
+
+
+def _clustered_difference(wide: pd.DataFrame, a: str, b: str, units: pd.Series, unit: str, ci: float,
+                          alpha: float, power: float) -> dict:
+    """The paired difference when several tasks share a unit (`paired_difference` with `units`). The
+    estimate stays the mean over tasks (what a per-task analysis reports); its test and interval are the
+    exact sign-flip over the units' totals (`sign_flip_test`), and its MDE that of a t test on G − 1
+    degrees of freedom with the cluster-robust standard error
+    se = √( G/(G−1) · Σ_g (T_g − n_g θ̂)² ) / n (an approximation for the sign-flip test)."""
+    of = units.reindex(wide.index).to_numpy()
+    d = wide[b] - wide[a]
+    totals, sizes = d.groupby(of).sum(), d.groupby(of).size()
+    r = sign_flip_test(totals.to_numpy(float), sizes.to_numpy(float), ci)
+    g, n, est = r["n"], r["n_tasks"], r["estimate"]
+    resid = totals.to_numpy(float) - sizes.to_numpy(float) * est
+    se = math.sqrt(g / (g - 1) * float((resid ** 2).sum())) / n if g >= 2 else float("nan")
+    mde = float((_st.t.ppf(1 - alpha / 2, g - 1) + _st.t.ppf(power, g - 1)) * se) if se > 0 else float("nan")
+    out = {"n_units": g, "unit": unit, "difference": est, "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+           "p": r["p"], "units_plus": int((totals > 0).sum()), "units_minus": int((totals < 0).sum()),
+           "test": f"{'exact' if r['exact'] else 'sampled'} sign-flip over {unit}",
+           "ci_method": f"inverted sign-flip test over {unit}", "mde": mde}
+    if not se > 0:
+        out["note"] = (f"every one of the {g} {unit} has the same mean difference: no spread, so no MDE"
+                       if g >= 2 else f"{g} {unit[:-1] if unit.endswith('s') else unit}: no test")
+    return out
+
+
 def paired_difference(df: pd.DataFrame, condition: str, a: str, b: str, metric: str = "success",
                       key: str = "task_id", ci: float = 0.95, alpha: float = 0.05, power: float = 0.8,
                       mde_discordance: float | None = None, seed: int | None = None,
-                      n_boot: int | None = None) -> dict:
+                      n_boot: int | None = None, units: pd.Series | dict | None = None,
+                      unit: str = "games") -> dict:
     """metric(b) − metric(a) over the tasks both conditions ran: estimate, interval, exact test, MDE.
 
     A task is the unit: a condition's rows of one task are averaged first, and only tasks with a value
     for both conditions count (`n_tasks`).
+
+    `units` (task → independent unit, e.g. `envs.units`: the game a TextWorldExpress seed generates)
+    names what is independent. When every task is its own unit nothing changes but the labels (`n_units`,
+    `unit`). When some tasks share a unit, tasks are not independent draws (a deterministic agent repeats
+    its outcome on a repeated game), so the test moves to the units: p is the exact sign-flip test over
+    the G units with its
+    interval (`sign_flip_test` on the units' totals; the estimate is still the mean over tasks, the
+    estimand a per-task analysis names); `n_tasks` counts tasks, `n_units` units, and the claims table's
+    n is the units.
 
     0/1 metric (every per-task value 0 or 1): a 2×2 table of the pairs, `only_a` (a succeeds, b fails),
     `only_b`, `both`, `neither`.
@@ -272,6 +379,15 @@ def paired_difference(df: pd.DataFrame, condition: str, a: str, b: str, metric: 
     out = {"a": a, "b": b, "metric": metric, "n_tasks": n,
            "mean_a": float(wide[a].mean()) if n else float("nan"),
            "mean_b": float(wide[b].mean()) if n else float("nan")}
+    if units is not None:
+        units = pd.Series(units)
+        unknown = [t for t in wide.index if t not in units.index]
+        if unknown:
+            raise ValueError(f"units: no unit for {len(unknown)} {key}(s), e.g. {unknown[:3]}")
+        out.update(n_units=int(units.reindex(wide.index).nunique()), unit=unit)
+        if out["n_units"] < n:
+            out.update(_clustered_difference(wide, a, b, units, unit, ci, alpha, power))
+            return out
     if _is_binary(wide.to_numpy().ravel()):
         only_a = int(((wide[a] == 1) & (wide[b] == 0)).sum())
         only_b = int(((wide[a] == 0) & (wide[b] == 1)).sum())

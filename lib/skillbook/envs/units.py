@@ -1,0 +1,91 @@
+"""The independent units of a set of tasks: which tasks are the same game.
+
+A benchmark's task ids are not always distinct problems. TextWorldExpress generates a game from a seed,
+and a small setting has few games: coin with two rooms and no distractors generates exactly 16 (the coin
+in the kitchen or the pantry × the pantry in one of four directions × a dining table or not), so its
+1,000 test seeds are 16 games, each repeated ~60 times. The agents are deterministic: on a repeated game
+a no-memory agent repeats its outcome token for token, so 223 seeds of 16 games are 16 observations,
+not 223. Every claim is tested over these units (`analysis.paired_difference(units=...)`).
+
+What makes two tasks one unit, per benchmark:
+
+    twx      the game the seed generated, read from the simulator itself: its instruction, first
+             observation and valid actions, its gold action sequence, and the observation after every
+             gold action (the rooms and objects a solution meets, not only the first text). Two seeds
+             that agree on all of it are one game (the package's object tree, `getObjectTree`, is empty
+             for these games, so it cannot be used).
+    sciworld the variation: each variation of a ScienceWorld task is its own generated instance.
+    tau2     the task: each τ²-bench task is its own scenario.
+
+The unit of a TextWorldExpress task is computed once (one gold episode, a few milliseconds) and kept in
+the per-user cache, keyed by the benchmark's version and game parameters.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..io import atomic_write_json, cache_dir
+from .base import SimulatorError, parse_task_id
+from .pool import EnvPool
+
+BY_STATE = ("twx",)          # benchmarks whose task ids can repeat a game; the others: one unit per task
+_SAVE_EVERY = 100
+
+
+def _state(env, task_id: str) -> str:
+    """A digest of what the simulator shows of one task's game (see the module docstring)."""
+    obs = env.reset(task_id)
+    first = {"instruction": env.instruction, "observation": obs, "valid": sorted(env.valid_actions())}
+    gold = env.gold_actions(task_id)        # resets the simulator to the task with its gold path
+    env.reset(task_id)
+    along = [env.step(a).observation for a in gold]
+    blob = json.dumps({**first, "gold": gold, "along": along}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def _cache_file(env):
+    return cache_dir() / "units" / f"{env._splits_file().stem}.json"
+
+
+def units(task_ids, env_options: dict | None = None, progress: bool = True) -> pd.Series:
+    """task id → its unit ('<env>/<task type>/<digest>' for a TextWorldExpress game, the task id itself
+    elsewhere), in the order given (duplicates kept once). Units of different task types never coincide."""
+    ids = list(dict.fromkeys(task_ids))
+    out: dict[str, str] = {t: t for t in ids if parse_task_id(t)[0] not in BY_STATE}
+    todo = [t for t in ids if t not in out]
+    if todo:
+        with EnvPool(env_options) as envs:
+            for name in sorted({parse_task_id(t)[0] for t in todo}):
+                env = envs.get(name)
+                path = _cache_file(env)
+                known = json.loads(path.read_text()) if path.exists() else {}
+                mine = [t for t in todo if parse_task_id(t)[0] == name]
+                new = 0
+                try:
+                    for t in tqdm([t for t in mine if t not in known], desc=f"games ({name})",
+                                  disable=not progress):
+                        try:
+                            known[t] = _state(env, t)
+                        except SimulatorError:   # a JVM that hung or died: a fresh one tries again
+                            known[t] = _state(env, t)
+                        new += 1
+                        if new % _SAVE_EVERY == 0:
+                            atomic_write_json(path, known)
+                finally:   # what was computed is kept even when a later task fails
+                    if new:
+                        atomic_write_json(path, known)
+                for t in mine:
+                    env_name, tt, _, _ = parse_task_id(t)
+                    out[t] = f"{env_name}/{tt}/{known[t]}"
+    return pd.Series([out[t] for t in ids], index=pd.Index(ids, name="task_id"), name="unit")
+
+
+def unit_counts(unit: pd.Series) -> pd.DataFrame:
+    """Per unit: how many of the tasks are it, largest first (numbered 1.. in that order)."""
+    counts = unit.value_counts()
+    return pd.DataFrame({"unit": counts.index, "tasks": counts.to_numpy()},
+                        index=pd.RangeIndex(1, len(counts) + 1, name="game"))

@@ -1,0 +1,102 @@
+"""Independent units: repeated games are one unit, and a verdict is computed over games (issue 34)."""
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from skillbook.analysis import Claim, claims_table, paired_difference, render_claims, sign_flip_test
+
+
+def _repeated_games_run(copies=(20, 20, 19, 18, 17, 16, 14, 14), flips=(1, 1, 1, 0, 0, 0, 0, 0)):
+    """A run like chapter 09's: few games, each repeated as many seeds, deterministic agents (the same
+    outcome on every copy of a game). Memory wins on the games marked 1 and changes nothing elsewhere."""
+    rows = []
+    for g, (n, win) in enumerate(zip(copies, flips)):
+        for i in range(n):
+            t = f"twx/coin/test/{g * 100 + i}"
+            rows += [{"task_id": t, "condition": "none", "success": 0, "game": f"g{g}"},
+                     {"task_id": t, "condition": "memory", "success": win, "game": f"g{g}"}]
+    return pd.DataFrame(rows)
+
+
+def test_per_seed_mcnemar_would_call_three_games_significant_but_the_verdict_is_over_games():
+    df = _repeated_games_run()
+    units = df.drop_duplicates("task_id").set_index("task_id")["game"]
+    per_seed = paired_difference(df, "condition", "none", "memory")
+    assert per_seed["p"] < 1e-10            # 59 discordant seeds, all one way: 'significant' per seed
+    by_game = paired_difference(df, "condition", "none", "memory", units=units)
+    assert by_game["n_units"] == 8 and by_game["n_tasks"] == len(units)
+    assert by_game["difference"] == pytest.approx(per_seed["difference"])   # the same estimand
+    # three games of eight moved, all one way: exact sign-flip p = 2 · 1/2^3 (the five zero games do not
+    # change |S|) = 0.25
+    assert by_game["p"] == pytest.approx(0.25)
+    assert by_game["test"] == "exact sign-flip over games"
+    table = claims_table([Claim("memory helps", "+", +1, True, by_game)])
+    assert table.verdict[0].startswith("not resolved")
+    assert render_claims(table)["n"][0] == f"8 games ({len(units)} tasks)"
+
+
+def test_distinct_units_keep_the_per_task_test_and_say_so():
+    df = _repeated_games_run(copies=(1,) * 12, flips=(1,) * 9 + (0,) * 3)
+    units = df.drop_duplicates("task_id").set_index("task_id")["game"]
+    plain = paired_difference(df, "condition", "none", "memory")
+    r = paired_difference(df, "condition", "none", "memory", units=units)
+    assert r["p"] == plain["p"] and r["test"] == "exact McNemar" and r["n_units"] == 12
+    assert render_claims(claims_table([Claim("x", "+", +1, True, r)]))["n"][0] == "12 games"
+
+
+def test_a_task_without_a_unit_is_an_error_naming_it():
+    df = _repeated_games_run()
+    with pytest.raises(ValueError, match="no unit for"):
+        paired_difference(df, "condition", "none", "memory", units={"twx/coin/test/0": "g0"})
+
+
+def test_sign_flip_is_exact_against_brute_force():
+    rng = np.random.default_rng(3)
+    totals, sizes = rng.integers(-5, 6, 9).astype(float), rng.integers(1, 6, 9).astype(float)
+    r = sign_flip_test(totals, sizes)
+    observed = abs(totals.sum())
+    hits = sum(abs(sum(s * t for s, t in zip(signs, totals))) >= observed - 1e-12
+               for signs in itertools.product((-1, 1), repeat=9))
+    assert r["p"] == pytest.approx(hits / 2 ** 9) and r["exact"]
+    assert r["estimate"] == pytest.approx(totals.sum() / sizes.sum())
+    # the interval inverts the test: its edges are where p crosses 0.05
+    assert r["ci_low"] <= r["estimate"] <= r["ci_high"]
+    inside = sign_flip_test(totals - sizes * (r["ci_low"] + 1e-6), sizes)["p"]
+    assert inside > 0.05
+
+
+def test_five_units_can_never_reject():
+    r = sign_flip_test([1.0, 2.0, 3.0, 1.0, 2.0])
+    assert r["p"] == pytest.approx(2 / 32) and r["p"] > 0.05
+
+
+def test_many_units_use_a_fixed_sample_of_sign_patterns():
+    x = np.r_[np.ones(30), -np.ones(10)]
+    a, b = sign_flip_test(x), sign_flip_test(x)
+    assert not a["exact"] and a["p"] == b["p"] and 0 < a["p"] < 0.01
+
+
+def test_claim_kind_is_checked_and_tabled():
+    with pytest.raises(ValueError, match="kind must be one of paper, check"):
+        Claim("x", "+", +1, True, {}, kind="tool")
+    t = claims_table([Claim("recovers the planted effect", "", +1, True, {"estimate": 1, "p": 0.01, "n": 300},
+                            unit="libraries", kind="check")])
+    assert t.kind[0] == "check" and render_claims(t)["n"][0] == "300 libraries"
+
+
+def test_coin_with_two_rooms_generates_sixteen_games(tmp_path, monkeypatch):
+    """The real case: TextWorldExpress coin, two rooms, no distractors — its 1,000 test seeds are 16 games
+    (the first 400 only 8 of them), read from the simulator and cached per user; ScienceWorld variations
+    are their own units."""
+    from skillbook.envs import unit_counts, units
+    monkeypatch.setenv("SKILLBOOK_CACHE", str(tmp_path))
+    options = {"twx": {"game_params": {"coin": {"numLocations": 2, "numDistractorItems": 0, "includeDoors": 0,
+                                                "limitInventorySize": 0}}}}
+    ids = [f"twx/coin/test/{i}" for i in range(1000)]
+    u = units(ids, options, progress=False)
+    assert u.nunique() == 16 and list(u.index) == ids
+    assert u[:400].nunique() == 8 and unit_counts(u).tasks.sum() == 1000
+    assert units(ids[:5], options, progress=False).equals(u[:5])      # from the cache, the same
+    assert units(["sciworld/boil/test/0"], progress=False).tolist() == ["sciworld/boil/test/0"]
