@@ -4,6 +4,7 @@ discordance, streams advanced together chunk by chunk and resumed, interim analy
 stream has, the claims (three primaries, placebo, utility), library growth. Control flow only: seconds."""
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -201,7 +202,8 @@ def test_findings_say_what_one_small_model_on_one_game_cannot_show():
                               model="`embedded:qwen2.5-coder-1.5b`")
         last = text.split("\n\n")[-1]
         assert last.startswith("**What it can and cannot show.** One model (`embedded:qwen2.5-coder-1.5b`) on "
-                               "one game (twx/coin)")
+                               "one setting (twx/coin)")
+        assert "one library trajectory per memory condition" in last
         assert "11 models on three other benchmarks" in last and "cannot say" in last
 
 
@@ -225,7 +227,7 @@ def test_findings_count_tasks_from_the_primary_contrasts_not_the_utility_rows():
     table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, pair),
                           Claim("success rises with retrieved utility", "§6.1: yes", +1, False, slope)])
     text = study.findings(table, design, pd.DataFrame({"hours": [3.2]}, index=["all"]), final=False)
-    assert "the same 13 test tasks (interim: 13 of the pre-registered 223)" in text
+    assert "the same 13 test seeds (interim: 13 of the pre-registered 223)" in text
 
 
 def test_a_utility_that_does_not_vary_is_not_tested_and_the_table_says_why():
@@ -262,123 +264,6 @@ def test_the_eta_uses_the_pace_of_the_last_chunk(tmp_path, monkeypatch):
     assert s.loc["all", "eta_hours"] == round((4 * 20 * 10.0 + 20 * 20.0) / 3600, 1)
 
 
-def test_clustering_tasks_by_situation_widens_the_interval_of_repeated_outcomes():
-    # Real case: the 223 coin test tasks start in only 16 distinct ways, and the deterministic no-memory
-    # agents repeat their outcome within one; as if independent, 10 copies of one task look like 10 tasks.
-    import numpy as np
-    rng = np.random.default_rng(0)
-    rows = []
-    for s in range(8):                      # 8 situations × 10 identical tasks
-        a, b = rng.integers(0, 2, 2)
-        for k in range(10):
-            t = f"t{s}-{k}"
-            rows += [{"task_id": t, "condition": "subtask-none", "success": a},
-                     {"task_id": t, "condition": "subtask-text", "success": b},
-                     {"task_id": t, "condition": "task-none", "success": 0},
-                     {"task_id": t, "condition": "task-text", "success": 0}]
-    df = pd.DataFrame(rows)
-    situation = pd.Series({f"t{s}-{k}": s for s in range(8) for k in range(10)})
-    c = study.clustered_contrasts(df, situation).set_index("contrast")
-    naive = study.claims(df)[0].result
-    sub = c.loc["subtask-text − subtask-none"]
-    assert sub.n == 80 and sub.situations == 8 and sub.estimate == pytest.approx(naive["difference"])
-    assert sub.ci_high - sub.ci_low > 2 * (naive["ci_high"] - naive["ci_low"])
-    assert np.isnan(c.loc["task-text − task-none", "p"])     # no variation: nothing to test
-    assert c.loc["interaction (subtask effect − task effect)", "estimate"] == pytest.approx(sub.estimate)
-
-
-def test_findings_name_the_situations_and_the_clustered_interval():
-    from skillbook.analysis import Claim, claims_table
-    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
-    pair = {"estimate": -0.2, "ci_low": -0.45, "ci_high": 0.05, "p": 0.2, "n": 20, "mde": 0.5}
-    table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, pair)])
-    clustered = pd.DataFrame([{"contrast": "subtask-text − subtask-none", "n": 20, "situations": 12,
-                               "estimate": -0.2, "ci_low": -0.454, "ci_high": 0.054, "p": 0.11}])
-    text = study.findings(table, design, pd.DataFrame({"hours": [4.0]}, index=["all"]), final=False,
-                          clustered=clustered)
-    assert "The 20 tasks start in 12 distinct situations" in text and "[−0.45, +0.05]" in text
-
-
-def test_stop_saves_the_answers_a_stopped_run_left_only_in_sqlite(tmp_path, monkeypatch, capsys):
-    # Real case (2026-12-02): the study, stopped mid-chunk, left its last 78 answers only in
-    # streams/.responses.sqlite (not committed); the first replay of chapter 09 then wrote them as a new chunk
-    # (a replay that writes), and a new machine would have lost them.
-    from skillbook.llm import ResponseCache
-    from skillbook.llm.cache import export_files
-    streams = tmp_path / "streams"
-    cache = ResponseCache.for_run(streams)
-    cache.put("model-a", {"messages": [{"role": "user", "content": "saved"}]}, {"text": "one"})
-    cache.save()
-    cache.put("model-a", {"messages": [{"role": "user", "content": "left behind"}]}, {"text": "two"})
-    cache.close()
-    (tmp_path / "study.pid").write_text("4242\n")
-    alive = [True, True]                     # running when signalled and at the first poll, then ended
-    monkeypatch.setattr(study, "_alive", lambda pid: alive.pop(0) if alive else False)
-    monkeypatch.setattr(study.time, "sleep", lambda s: None)
-    signalled = []
-    monkeypatch.setattr(study.os, "killpg", lambda pid, sig: signalled.append((pid, sig)))
-    study.main(["stop", "--profile", "study", "--runs-root", str(tmp_path)])
-    out = capsys.readouterr().out
-    assert signalled == [(4242, study.signal.SIGINT)]
-    assert len(export_files(streams)) == 2 and "saved the study's unsaved answers as streams/responses/" in out
-    fresh = ResponseCache.for_run(streams)          # what a new machine sees: only the committed chunks
-    assert fresh.get("model-a", {"messages": [{"role": "user", "content": "left behind"}]}) == {"text": "two"}
-    fresh.close()
-    study.main(["stop", "--profile", "study", "--runs-root", str(tmp_path)])   # nothing running, nothing new
-    assert "no study is running" in capsys.readouterr().out and len(export_files(streams)) == 2
-
-
-def test_a_process_that_exited_unreaped_is_not_running():
-    import subprocess
-    import sys
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    for _ in range(100):
-        if Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            break
-        import time
-        time.sleep(0.05)
-    assert study._alive(proc.pid) is False        # a zombie: os.kill(pid, 0) still succeeds
-    proc.wait()
-    assert study._alive(proc.pid) is False
-
-
-def test_start_records_the_sitting_and_its_machine(tmp_path, monkeypatch, capsys):
-    # A study runs across sittings, possibly on other machines (a new VM in the sitting of 2026-12-02 16:24):
-    # llama.cpp's answers depend on the CPU's instructions and its build, so each sitting's machine is recorded.
-    import json
-    (tmp_path / "code.txt").write_text("4a78529bd6e7" + "0" * 28 + "\n")
-    monkeypatch.setattr(study, "pinned_checkout", lambda project, root: tmp_path)
-
-    class Proc:
-        pid = 4243
-    monkeypatch.setattr(study.subprocess, "Popen", lambda *a, **k: Proc())
-    monkeypatch.setattr(study, "machine", lambda: {"cpu": "AMD EPYC", "cpu_flags": "ecfefe0ffbf1", "cpus": 2,
-                                                   "python": "3.11.7", "xllamacpp": "2026.10.11549"})
-    study.main(["start", "--profile", "study", "--runs-root", str(tmp_path)])
-    line = json.loads((tmp_path / "sittings.jsonl").read_text())
-    assert line["commit"] == "4a78529bd6e7" and line["cpu"] == "AMD EPYC" and line["started"]
-    with open(tmp_path / "sittings.jsonl", "a") as f:      # a later sitting on another machine
-        f.write(json.dumps({**line, "cpu_flags": "0123456789ab"}) + "\n")
-        f.write(json.dumps(line) + "\n")
-    assert study.sittings(tmp_path).machine.tolist() == [1, 2, 1]
-    assert study.sittings(tmp_path / "nowhere").empty
-
-
-def test_machine_names_the_cpu_and_the_llama_build():
-    m = study.machine()
-    assert m["cpus"] >= 1 and m["cpu"] and set(m) == {"cpu", "cpu_flags", "cpus", "python", "xllamacpp"}
-
-
-def test_sittings_text_counts_sittings_and_machine_configurations():
-    df = pd.DataFrame([{"started": "2026-12-02T16:29:15", "commit": "4a78529bd6e7", "cpu": "AMD EPYC",
-                        "cpu_flags": f, "cpus": 2, "python": "3.11.7", "xllamacpp": "2026.10.11549", "machine": m}
-                       for f, m in (("aaa", 1), ("bbb", 2), ("aaa", 1))])
-    text = study.sittings_text(df)
-    assert text.startswith("Sittings recorded since 2026-12-02 16:29:15 (earlier ones were not): 3, on 2 machine "
-                           "configurations (AMD EPYC, 2 cores, CPU flags aaa")
-    assert "No sitting" in study.sittings_text(study.sittings(Path("/nonexistent")))
-
-
 def _stream_rows(outcomes: dict[str, list[int]]) -> pd.DataFrame:
     return pd.DataFrame([{"task_id": f"t{i}", "condition": c, "success": s}
                          for c, v in outcomes.items() for i, s in enumerate(v)])
@@ -400,7 +285,9 @@ def test_the_subtask_effect_splits_into_content_and_prompt_slot_and_they_add_up(
     assert study.decomposition(df[df.condition != "subtask-placebo"]).empty
 
 
-def test_findings_state_the_exploratory_split_without_a_verdict_and_only_what_its_table_says():
+def test_findings_state_the_exploratory_split_without_a_verdict_and_say_what_the_placebo_was():
+    # Issue 34: the placebo is fragments shaped after its own hidden library, not an irrelevant skill; the
+    # sentence "length-matched irrelevant text in the skill slot lowered success ..." said more than that.
     from skillbook.analysis import Claim, claims_table
     design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
     table = claims_table([
@@ -414,32 +301,88 @@ def test_findings_state_the_exploratory_split_without_a_verdict_and_only_what_it
     hours = pd.DataFrame({"hours": [15.2]}, index=["all"])
     text = study.findings(table, design, hours, final=True, decomposition=split)
     assert "exploratory" in text.lower() and "−0.24 [−0.31, −0.17]" in text
-    assert "lowered subtask-level success more than the induced skills did" in text
-    # an interval that reaches 0 says nothing about the slot: no such sentence
-    flat = split.assign(ci_high=0.02, p=0.09)
-    assert "lowered" not in study.findings(table, design, hours, final=True, decomposition=flat)
-    # it rests on the claims' verdicts, which an interim page does not show
-    interim = study.findings(table, design, hours, final=False, decomposition=split)
-    assert "−0.24 [−0.31, −0.17]" in interim and "lowered" not in interim
+    assert "lowered" not in text and "own hidden library" in text and "not well-formed skills" in text
 
 
-def test_findings_give_every_clustered_interval_and_say_when_none_excludes_zero():
-    # Real case (the final study): the pre-registered intervals exclude 0 for two contrasts, but clustered by
-    # the 16 situations every interval covers 0; the paragraph named only the first one.
-    from skillbook.analysis import Claim, claims_table
-    design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
-    table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True,
-                                {"estimate": -0.11, "ci_low": -0.18, "ci_high": -0.04, "p": 0.003, "n": 223,
-                                 "mde": 0.1})])
-    rows = [("subtask-text − subtask-none", -0.108, -0.371, 0.156), ("task-text − task-none", 0.018, -0.178, 0.214),
-            ("interaction (subtask effect − task effect)", -0.126, -0.404, 0.153)]
-    clustered = pd.DataFrame([{"contrast": c, "n": 223, "situations": 16, "estimate": e, "ci_low": lo,
-                               "ci_high": hi, "p": 0.4} for c, e, lo, hi in rows])
-    text = study.findings(table, design, pd.DataFrame({"hours": [15.2]}, index=["all"]), final=True,
-                          clustered=clustered)
-    assert "[−0.37, +0.16]" in text and "[−0.18, +0.21]" in text and "[−0.40, +0.15]" in text
-    assert "None of the three excludes 0" in text
-    one_out = clustered.assign(ci_high=[-0.01, 0.214, 0.153])
-    text = study.findings(table, design, pd.DataFrame({"hours": [15.2]}, index=["all"]), final=True,
-                          clustered=one_out)
-    assert "1 of the three excludes 0" in text
+def _repeated_games(games=8, copies=10):
+    """A study's records on few games, each repeated as seeds: deterministic agents repeat their outcome."""
+    rng = np.random.default_rng(0)
+    rows, units = [], {}
+    for g in range(games):
+        a, b, c, d = rng.integers(0, 2, 4)
+        for k in range(copies):
+            t = f"twx/coin/test/{g * 100 + k}"
+            units[t] = f"twx/coin/g{g}"
+            rows += [{"task_id": t, "condition": "subtask-none", "success": a},
+                     {"task_id": t, "condition": "subtask-text", "success": b},
+                     {"task_id": t, "condition": "task-none", "success": c},
+                     {"task_id": t, "condition": "task-text", "success": d},
+                     {"task_id": t, "condition": "subtask-placebo", "success": 0}]
+    return pd.DataFrame(rows), pd.Series(units)
+
+
+def test_the_verdicts_are_computed_over_games_and_the_per_seed_tests_are_only_what_was_registered():
+    # Issue 34, the real case: 223 seeds of 16 games; per-seed McNemar called subtask-text − none
+    # "contradicted" (p = 0.003), over games p = 0.41. Here: 8 games × 10 seeds.
+    from skillbook.analysis import claims_table
+    df, units = _repeated_games()
+    per_seed = claims_table(study.claims(df))
+    by_game = claims_table(study.claims(df, units=units))
+    assert (by_game.n.iloc[:4] == 8).all() and (by_game.n_tasks.iloc[:4] == 80).all()
+    assert by_game.estimate.tolist() == pytest.approx(per_seed.estimate.tolist())   # the same estimand
+    assert all(t.startswith("exact sign-flip over games") for t in by_game.test.iloc[:4])
+    assert (by_game.p.iloc[:4] > per_seed.p.iloc[:4]).all() or (per_seed.p.iloc[:4] == 1).any()
+    # with 8 games the smallest attainable p is 2/2^8: every verdict is over those 8, whatever the seeds
+    assert (by_game.p.dropna() >= 2 / 2 ** 8).all()
+    assert set(per_seed.unit.iloc[:4]) == {"tasks"}
+
+
+def test_a_design_with_fewer_games_than_n_is_refused_before_any_test_episode(monkeypatch):
+    # Issue 34: chapter 09's design (coin with two rooms, n = 223) has 16 games; it must be refused now.
+    design = study.StudyDesign(task_types="twx/coin", n_tasks=20)
+    units = pd.Series({f"twx/coin/test/{i}": f"g{i % 4}" for i in range(20)})
+    with pytest.raises(study.StudyDesignError, match="only 4 distinct games among the 20 test tasks"):
+        study.check_units(design, units)
+    assert study.check_units(design, units, allow_repeats=True) == 4
+    called = []
+    monkeypatch.setattr(study, "units_of", lambda d: units)
+    monkeypatch.setattr(study, "study_conditions", lambda *a: called.append(a) or [])
+    monkeypatch.setattr(study.StudyDesign, "tasks", lambda self: list(units.index))
+    with pytest.raises(study.StudyDesignError):
+        study.run_study("unused", None, design)
+    assert not called                              # refused before any condition was built or run
+
+
+def test_the_plan_names_the_contrast_whose_discordance_it_uses():
+    p = study.plan(0.375, contrast="task-level vs subtask-level agent")
+    assert p["contrast"] == "task-level vs subtask-level agent" and p["n"] == 223
+    assert study.plan(0.375)["contrast"] == "(not named)"
+
+
+def test_library_health_says_when_retrieval_returned_the_whole_library(ran):
+    h = study.library_health(ran["root"], ran["design"])
+    assert set(h.index) <= {"task-text", "subtask-text", "subtask-placebo"} and len(h)
+    assert ((h["strict subset"] >= 0) & (h["strict subset"] <= 1)).all()
+    assert (h.k == ran["design"].k).all() and (h.writes >= h.skills).all()
+    text = study._health_text(h.assign(skills=5, writes=616, **{"strict subset": 0.0016, "retrievals": 615,
+                                                                "writes from successes": 0.084}), 5)
+    assert "5 skills from 616 writes" in text and "0.2% of its 615 retrievals" in text
+    assert "one library trajectory" in text
+
+
+def test_the_frozen_registration_is_the_commit_verbatim():
+    # Issue 34: the chapter shows the pre-registration verbatim from its commit (a copy without git history
+    # reads the frozen file); checked against git whenever the commit is in the history.
+    import subprocess
+    from skillbook.profiles import project_root
+    root = project_root()
+    frozen = study.registration_path(root / "runs" / "study").read_text()
+    have = subprocess.run(["git", "cat-file", "-e", study.REGISTRATION_COMMIT], cwd=root,
+                          capture_output=True).returncode == 0
+    if not have:
+        pytest.skip("this copy has no git history")
+    assert frozen == study.registration_markdown(root)
+    assert "can therefore at best be\n> \"not resolved\" here" in frozen     # the sentence later softened
+    log = study.amendments(root / "runs" / "study")
+    assert list(log.columns) == ["date", "commit", "when", "change"] and log.date.is_monotonic_increasing
+    assert "f75a539" in set(log.commit)

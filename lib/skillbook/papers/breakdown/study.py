@@ -161,13 +161,17 @@ class StudyDesign:
         return interleave(ids, seed=self.seed)[: self.n_tasks]
 
 
-def plan(discordance: float, target: float = 0.08, alpha: float = 0.05) -> dict:
+def plan(discordance: float, target: float = 0.08, alpha: float = 0.05, contrast: str = "") -> dict:
     """n for a 95% half-width ≤ `target` of each simple paired difference at discordance ψ, and what that n
     buys: the expected half-widths (simple contrast; the interaction, whose per-task value is the
-    difference of two paired differences, ≈ √2 wider), and the exact McNemar MDE at 80% power."""
+    difference of two paired differences, ≈ √2 wider), and the exact McNemar MDE at 80% power.
+
+    n counts independent units — distinct games, one test seed each (`check_units` refuses fewer) — and
+    ψ must be the discordance of the contrast being planned (`contrast` records which: memory vs none, not,
+    as chapter 09's plan used, the task-level vs the subtask-level agent)."""
     from ...analysis.stats import halfwidth_paired_binary, mde_paired_binary, n_for_halfwidth
     n = int(n_for_halfwidth(target, discordance))
-    return {"discordance": discordance, "n": n,
+    return {"contrast": contrast or "(not named)", "discordance": discordance, "n": n,
             "halfwidth": float(halfwidth_paired_binary(n, discordance)),
             "halfwidth_interaction": float(np.sqrt(2) * halfwidth_paired_binary(n, discordance)),
             "mde": float(mde_paired_binary(n, discordance, alpha=alpha))}
@@ -183,6 +187,7 @@ def run_study(root: str | Path, llm, design: StudyDesign, until: int | None = No
     """Advance every stream `chunk` tasks at a time until each has `until` (default n) tasks recorded."""
     root = Path(root)
     tasks = design.tasks()
+    check_units(design)           # before any test episode: n seeds must be n games
     until = min(until or design.n_tasks, design.n_tasks)
     conditions = study_conditions(design, llm)
     for end in range(design.chunk, until + design.chunk, design.chunk):
@@ -254,25 +259,58 @@ def effects(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task_id", "level", "effect"])
 
 
-def claims(df: pd.DataFrame, utility: dict | None = None) -> list:
+def claims(df: pd.DataFrame, utility: dict | None = None, units: pd.Series | None = None) -> list:
     """The study's claims: three primary contrasts named in the pre-registration, then the secondary ones.
-    `df` must hold only tasks recorded in every condition (`common_tasks`)."""
+    `df` must hold only tasks recorded in every condition (`common_tasks`).
+
+    `units` (task → game, `units_of`): every contrast is tested over games (`paired_difference(units=)`),
+    which is what the verdicts rest on. Without it the contrasts are the pre-registered per-seed tests,
+    which treat repeated games as independent draws: shown as what was registered, never as the verdict."""
     from ...analysis import Claim, paired_difference
+    unit = {} if units is None else {"units": units}
+    tasks = "tasks" if units is None else ""
     out = [
         Claim("subtask-text − subtask-none", PAPER["subtask-text − subtask-none"], +1, True,
-              paired_difference(df, "condition", "subtask-none", "subtask-text")),
+              paired_difference(df, "condition", "subtask-none", "subtask-text", **unit), unit=tasks),
         Claim("task-text − task-none", PAPER["task-text − task-none"], -1, True,
-              paired_difference(df, "condition", "task-none", "task-text")),
+              paired_difference(df, "condition", "task-none", "task-text", **unit), unit=tasks),
         Claim("interaction (subtask effect − task effect)", PAPER["interaction (subtask effect − task effect)"], +1,
-              True, paired_difference(effects(df), "level", "task", "subtask", "effect")),
+              True, paired_difference(effects(df), "level", "task", "subtask", "effect", **unit), unit=tasks),
     ]
     if "subtask-placebo" in set(df.condition):
         out.append(Claim("subtask-text − subtask-placebo", PAPER["subtask-text − subtask-placebo"], +1, False,
-                         paired_difference(df, "condition", "subtask-placebo", "subtask-text")))
+                         paired_difference(df, "condition", "subtask-placebo", "subtask-text", **unit),
+                         unit=tasks))
     if utility is not None:
-        out.append(Claim("success rises with retrieved utility (slope per SD, clustered by task)", "§6.1: yes", +1,
-                         False, utility, note=utility.get("note", "")))
+        clustered = "game" if units is not None else "task"
+        out.append(Claim(f"success rises with retrieved utility (slope per SD, clustered by {clustered})",
+                         "§6.1: yes", +1, False, utility, note=utility.get("note", ""), unit="episodes"))
     return out
+
+
+def units_of(design: StudyDesign) -> pd.Series:
+    """task id → the game it generates (`envs.units`), for the design's test stream."""
+    from ...envs import units
+    return units(design.tasks(), design.env_options, progress=False)
+
+
+class StudyDesignError(ValueError):
+    """A design that cannot answer what it asks (e.g. fewer distinct games than tasks per stream)."""
+
+
+def check_units(design: StudyDesign, units: pd.Series | None = None, *, allow_repeats: bool = False) -> int:
+    """The number of distinct games in the design's test stream; StudyDesignError, before any test episode,
+    when it is smaller than n: a deterministic agent repeats its outcome on a repeated game, so n seeds of
+    fewer games are fewer observations than planned (chapter 09: 223 seeds of 16 games). `allow_repeats`
+    only for re-rendering a study that ran before this check existed."""
+    units = units_of(design) if units is None else units
+    g = int(units.nunique())
+    if g < design.n_tasks and not allow_repeats:
+        raise StudyDesignError(
+            f"{design.task_types} with {design.twx_params or 'default parameters'} gives only {g} distinct games "
+            f"among the {design.n_tasks} {design.split} tasks of the stream: plan n in games (one seed per game), "
+            "or choose a setting with more games (count them with skillbook.envs.units over the split)")
+    return g
 
 
 DECOMPOSITION = (("memory effect Δ_sub", "subtask-none", "subtask-text", "primary"),
@@ -280,13 +318,13 @@ DECOMPOSITION = (("memory effect Δ_sub", "subtask-none", "subtask-text", "prima
                  ("prompt slot (placebo − none)", "subtask-none", "subtask-placebo", "exploratory"))
 
 
-def decomposition(df: pd.DataFrame) -> pd.DataFrame:
+def decomposition(df: pd.DataFrame, units: pd.Series | None = None) -> pd.DataFrame:
     """The subtask-level memory effect split per task into what the skills say and what filling their
     prompt slot does: s_text − s_none = (s_text − s_placebo) + (s_placebo − s_none), so the three estimates
     add up exactly on the tasks all three streams ran. The first two are the pre-registered primary and
     secondary contrasts; the slot part was named after the results were seen (exploratory: no verdict, not
-    in the Holm family). Each with `paired_difference` (Newcombe interval, exact McNemar). Empty without a
-    placebo stream."""
+    in the Holm family). Each with `paired_difference` (with `units`: over games). Empty without a placebo
+    stream."""
     from ...analysis import paired_difference
     names = ("subtask-none", "subtask-text", "subtask-placebo")
     cols = ["part", "contrast", "role", "n", "estimate", "ci_low", "ci_high", "p", "test"]
@@ -295,8 +333,8 @@ def decomposition(df: pd.DataFrame) -> pd.DataFrame:
     df = df[df.task_id.isin(common_tasks(df, names))]
     rows = []
     for part, a, b, role in DECOMPOSITION:
-        r = paired_difference(df, "condition", a, b)
-        rows.append({"part": part, "contrast": f"{b} − {a}", "role": role, "n": r["n_tasks"],
+        r = paired_difference(df, "condition", a, b, **({} if units is None else {"units": units}))
+        rows.append({"part": part, "contrast": f"{b} − {a}", "role": role, "n": r.get("n_units", r["n_tasks"]),
                      "estimate": r["difference"], "ci_low": r["ci_low"], "ci_high": r["ci_high"], "p": r["p"],
                      "test": r["test"]})
     return pd.DataFrame(rows, columns=cols)
@@ -310,37 +348,6 @@ def situations(design: StudyDesign) -> pd.Series:
     texts = task_texts(tasks, design.env_options)
     codes = pd.factorize(pd.Series([texts[t] for t in tasks]))[0]
     return pd.Series(codes, index=pd.Index(tasks, name="task_id"), name="situation")
-
-
-def clustered_contrasts(df: pd.DataFrame, situation: pd.Series, ci: float = 0.95) -> pd.DataFrame:
-    """A sensitivity analysis, not part of the pre-registration: the three primary contrasts with the tasks
-    clustered by situation. Tasks that start alike are not independent draws of what the agent meets (the
-    no-memory agents are deterministic, so they repeat their outcome within one), so each contrast's mean
-    per-task difference gets a cluster-robust (CR1) interval and p with t on G − 1 degrees of freedom,
-    G = the number of situations among the tasks. Coarser clusters than the true games only widen it."""
-    import statsmodels.api as sm
-    from scipy import stats as st
-    # the per-task memory effects of `effects`, the same differences the pre-registered tests use
-    level = effects(df).pivot_table(index="task_id", columns="level", values="effect")
-    names = {"subtask": "subtask-text − subtask-none", "task": "task-text − task-none"}
-    diffs = {names[k]: level[k] for k in ("subtask", "task") if k in level}
-    if len(diffs) == 2:
-        diffs["interaction (subtask effect − task effect)"] = level["subtask"] - level["task"]
-    rows = []
-    for name, d in diffs.items():
-        d = d.dropna()
-        g = situation.reindex(d.index)
-        row = {"contrast": name, "n": len(d), "situations": int(g.nunique()), "estimate": float(d.mean()),
-               "ci_low": np.nan, "ci_high": np.nan, "p": np.nan}
-        if row["situations"] >= 2 and d.std() > 0:
-            fit = sm.OLS(d.to_numpy(float), np.ones((len(d), 1))).fit(
-                cov_type="cluster", cov_kwds={"groups": pd.factorize(g)[0]}, use_t=True)
-            se, dof = float(fit.bse[0]), row["situations"] - 1
-            t = float(st.t.ppf(1 - (1 - ci) / 2, dof))
-            row.update(ci_low=row["estimate"] - t * se, ci_high=row["estimate"] + t * se,
-                       p=float(2 * st.t.sf(abs(row["estimate"] / se), dof)) if se > 0 else np.nan)
-        rows.append(row)
-    return pd.DataFrame(rows, columns=["contrast", "n", "situations", "estimate", "ci_low", "ci_high", "p"])
 
 
 def library_growth(root: str | Path, design: StudyDesign) -> pd.DataFrame:
@@ -357,6 +364,127 @@ def library_growth(root: str | Path, design: StudyDesign) -> pd.DataFrame:
                 born.setdefault(sid, e.position)
             rows.append({"condition": c, "position": e.position, "skills": len(born)})
     return pd.DataFrame(rows, columns=["condition", "position", "skills"])
+
+
+def _retrievals(episode) -> list[list[str]]:
+    """The retrieved skill ids of each query an episode made (per subtask; the task level asks once)."""
+    subs = [s.retrieved for s in episode.subtasks if s.retrieved]
+    return subs or ([episode.retrieved] if episode.retrieved else [])
+
+
+def _writes(skill: dict) -> list[dict]:
+    """Every write that shaped a final skill: its own provenance and each write merged into it."""
+    prov = skill.get("provenance", {})
+    return [prov] + list(prov.get("merged_from", []))
+
+
+def library_health(root: str | Path, design: StudyDesign) -> pd.DataFrame:
+    """Per memory stream, whether the mechanism was exercised: the final library's size against k, the
+    inductions it took (every write, merges included), the share of retrievals that chose a strict subset
+    of the library as it stood (skills first written at earlier positions; none was ever deleted in these
+    streams), the skills' length, and the share of the writes behind the final skills that came from a
+    successful span. A library no larger than k is retrieved whole: retrieval then selects nothing.
+    The placebo's row is its hidden library (the one its placebo texts are shaped after)."""
+    from .pipeline import library_of
+    rows = []
+    for c in design.conditions:
+        d = Path(root) / "streams" / c
+        if c.endswith("-none") or not (d / "run.json").exists():
+            continue
+        skills = library_of(d).state()["skills"]
+        born: dict[str, int] = {}
+        queries = subset = 0
+        for e in load_condition(d).episodes:
+            size = len(born)
+            for ids in _retrievals(e):
+                queries += 1
+                subset += len({i.removeprefix("placebo-") for i in ids}) < size
+            for sid in e.written:
+                born.setdefault(sid, e.position)
+        writes = [w for sk in skills for w in _writes(sk)]
+        lines = [sk["body"].count("\n") + 1 for sk in skills]
+        rows.append({"condition": c, "skills": len(skills), "k": design.k, "writes": len(writes),
+                     "retrievals": queries, "strict subset": subset / queries if queries else np.nan,
+                     "median lines": float(np.median(lines)) if lines else np.nan,
+                     "longest (lines)": max(lines, default=0),
+                     "writes from successes": float(np.mean([bool(w.get("span_success")) for w in writes]))
+                     if writes else np.nan})
+    return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame()
+
+
+def final_library(root: str | Path, condition: str) -> pd.DataFrame:
+    """The final library of one memory stream, a row per skill: description, lines, characters, the writes
+    merged into it and how many of them came from a successful span."""
+    from .pipeline import library_of
+    rows = []
+    for sk in library_of(Path(root) / "streams" / condition).state()["skills"]:
+        writes = _writes(sk)
+        rows.append({"skill": sk["id"], "description": sk["description"], "lines": sk["body"].count("\n") + 1,
+                     "characters": len(sk["body"]), "writes": len(writes),
+                     "from successes": sum(bool(w.get("span_success")) for w in writes)})
+    return pd.DataFrame(rows).set_index("skill") if rows else pd.DataFrame()
+
+
+def slot_size(root: str | Path, design: StudyDesign, conditions=("subtask-text", "subtask-placebo")) -> pd.DataFrame:
+    """What filled the skill slot, per retrieval query: skills shown and their characters (description +
+    body of each skill's final version — the records keep ids, not the text shown at the time). The
+    placebo shows texts shaped line by line after its own hidden library's skills, so its slot is as long
+    as those, not as long as what subtask-text retrieved."""
+    from .pipeline import library_of
+    rows = []
+    for c in conditions:
+        d = Path(root) / "streams" / c
+        if c not in design.conditions or not (d / "run.json").exists():
+            continue
+        size = {sk["id"]: len(sk["description"]) + len(sk["body"]) for sk in library_of(d).state()["skills"]}
+        per = [(len(ids), sum(size.get(i.removeprefix("placebo-"), 0) for i in ids))
+               for e in load_condition(d).episodes for ids in _retrievals(e)]
+        if per:
+            rows.append({"condition": c, "queries": len(per), "skills shown": float(np.mean([a for a, _ in per])),
+                         "characters": float(np.mean([b for _, b in per]))})
+    return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame()
+
+
+# -- the registration and its amendments --------------------------------------------------------------------
+REGISTRATION_COMMIT = "4a78529bd6e7d3c251765409ee1c22c3ce27c014"   # profiles/study.yml and chapter 09, 2026-12-01
+REGISTERED_CELLS = (0, 3, 5, 7)      # chapter 09's markdown cells that stated the design at that commit
+
+
+def registration_markdown(project: str | Path, commit: str = REGISTRATION_COMMIT) -> str:
+    """The pre-registration as committed: profiles/study.yml and chapter 09's design cells, verbatim from
+    `commit` (read with git). `freeze_registration` keeps it beside the records, so that a copy of the
+    book without git history shows the same text."""
+    import json
+    project = Path(project)
+    profile = _git("show", f"{commit}:profiles/study.yml", cwd=project)
+    nb = json.loads(_git("show", f"{commit}:chapters/09_study.ipynb", cwd=project))
+    cells = ["".join(nb["cells"][i]["source"]) for i in REGISTERED_CELLS]
+    date = _git("show", "-s", "--format=%ad", "--date=iso-strict", commit, cwd=project)
+    return (f"Registered in commit `{commit[:12]}` ({date}).\n\n**`profiles/study.yml`**\n\n```yaml\n{profile}\n```\n\n"
+            "**Chapter 09's design text**\n\n" + "\n\n".join("> " + c.replace("\n", "\n> ") for c in cells) + "\n")
+
+
+def freeze_registration(project: str | Path, root: str | Path, commit: str = REGISTRATION_COMMIT) -> Path:
+    """Write `registration_markdown` to `<root>/registration/preregistration.md` (checked by a test against
+    git whenever the history is there)."""
+    from ...io import atomic_write_bytes
+    path = registration_path(root)
+    atomic_write_bytes(path, registration_markdown(project, commit).encode("utf-8"))
+    return path
+
+
+def registration_path(root: str | Path) -> Path:
+    """`<root>/registration/preregistration.md`, the registration as `freeze_registration` kept it."""
+    return Path(root) / "registration" / "preregistration.md"
+
+
+def amendments(root: str | Path) -> pd.DataFrame:
+    """The dated log of every change to the study's design or its reading after registration
+    (`<root>/registration/amendments.yml`): date, commit, what changed, when (relative to the data)."""
+    import yaml
+    path = Path(root) / "registration" / "amendments.yml"
+    rows = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else []
+    return pd.DataFrame(rows or [], columns=["date", "commit", "when", "change"])
 
 
 def seconds_per_call(root: str | Path, design: StudyDesign) -> pd.DataFrame:
@@ -401,10 +529,13 @@ def retrieved_utility(root: str | Path, design: StudyDesign, conditions=("task-t
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def utility_claim(scored: pd.DataFrame) -> dict:
+def utility_claim(scored: pd.DataFrame, units: pd.Series | None = None) -> dict:
     """The secondary claim's estimate: the slope of success on the retrieved skills' mean utility (per SD),
-    within task types, clustered by task (`utility.success_slope`)."""
+    within task types, clustered by task (`utility.success_slope`), or by game with `units`."""
     from .utility import success_slope
+    cluster = "task_id"
+    if units is not None and len(scored):
+        scored, cluster = scored.assign(game=scored.task_id.map(units)), "game"
     within = "task_type" if len(scored) and scored.task_type.nunique() > 1 else None
     if len(scored) and scored.utility.nunique() == 1:
         # Nothing to regress on: a claim with no test ("not tested"), and the table says why.
@@ -412,9 +543,9 @@ def utility_claim(scored: pd.DataFrame) -> dict:
         if (scored.specificity == 0).all():
             note += (" (specificity 0: every pair of study tasks is more alike than any skill is to its nearest "
                      "task)")
-        return {"score": "utility", "n": len(scored), "n_clusters": scored.task_id.nunique(),
+        return {"score": "utility", "n": len(scored), "n_clusters": scored[cluster].nunique(),
                 "estimate": float("nan"), "note": note + "; success cannot be regressed on a constant"}
-    return success_slope(scored, "utility", within=within)
+    return success_slope(scored, "utility", within=within, cluster=cluster)
 
 
 def _duration(hours: float) -> str:
@@ -428,63 +559,78 @@ def _p_phrase(shown: str) -> str:
     return f"< {shown[1:]}" if shown.startswith("<") else f"= {shown}"
 
 
+def _fmt_p(p: float) -> str:
+    from ...analysis.claims import _fmt_p as fmt
+    return fmt(p)
+
+
 def _measured(r) -> str:
     """A claims-table row's measurement in prose: as the table prints it, then its p ("p = 0.21")."""
-    from ...analysis.claims import _fmt_p, measured_text
+    from ...analysis.claims import measured_text
     return measured_text(r["estimate"], r["ci_low"], r["ci_high"]) + (
         f", p {_p_phrase(_fmt_p(r['p']))}" if pd.notna(r["p"]) else "")
 
 
-def _clustered_text(clustered: pd.DataFrame, n: int) -> str:
-    """The sensitivity analysis in words: every contrast's clustered interval, and how many exclude 0."""
-    count = {1: "the one", 2: "the two", 3: "the three"}.get(len(clustered), f"the {len(clustered)}")
-    from ...analysis.claims import _bracket
-    spans = "; ".join(f"{r['contrast']} " + (_bracket(r["ci_low"], r["ci_high"], 2) if pd.notna(r["ci_low"])
-                                              else "no interval") for _, r in clustered.iterrows())
-    out = (f"The {n} tasks start in {int(clustered['situations'].max())} distinct situations; clustered by "
-           f"situation (a sensitivity analysis, not pre-registered), the primary contrasts' intervals are: {spans}.")
-    if len(clustered) > 1:
-        k = int(((clustered.ci_low > 0) | (clustered.ci_high < 0)).sum())
-        out += (f" None of {count} excludes 0: the verdicts above are about these {n} test seeds; over the "
-                "situations they start from, the data do not resolve the contrasts." if k == 0 else
-                f" {k} of {count} exclude{'s' * (k == 1)} 0.")
-    return out
-
-
 def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame, final: bool) -> str:
-    """The exploratory split of the subtask effect (`decomposition`), with no verdict. Its one sentence of
-    interpretation rests on the claims' verdicts, so it appears only at the pre-registered n, when the
-    content claim is supported and the slot part's interval lies below 0."""
+    """The exploratory split of the subtask effect (`decomposition`), with no verdict, and what the
+    placebo it rests on was (`PlaceboMemory`): fragments of fixed texts cut to the line lengths of its
+    own hidden library's skills, so the "slot" part is the effect of that text, not of an irrelevant skill."""
+    del claims, final     # no sentence of interpretation rests on it: the placebo does not isolate the slot
     slot = split[split.role == "exploratory"].iloc[0]
-    text = (f"**Exploratory** (named after the results were seen; no verdict, not Holm-corrected): "
-            f"{slot['contrast']}, {_measured(slot)}.")
-    verdict = dict(zip(claims.claim, claims.verdict)) if len(claims) else {}
-    if final and verdict.get("subtask-text − subtask-placebo") == "supported" and slot["ci_high"] < 0:
-        text += (" Length-matched irrelevant text in the skill slot lowered subtask-level success more than the "
-                 "induced skills did: relative to that placebo, the skills' content helped")
-        text += (", but not by enough to make up for what filling the slot cost this model."
-                 if verdict.get("subtask-text − subtask-none") == "contradicted" else ".")
-    return text
+    return (f"**Exploratory** (named after the results were seen; no verdict, not Holm-corrected): "
+            f"{slot['contrast']}, {_measured(slot)}. The placebo's slot held fragments of fixed texts cut to the "
+            "line lengths of its own hidden library's skills (words broken across lines), not well-formed "
+            "skills and not matched to what subtask-text retrieved: this part measures that text, not the cost "
+            "of a filled prompt slot as such.")
+
+
+def _per_seed_text(per_seed: pd.DataFrame) -> str:
+    """The registered per-seed tests in one sentence, labelled as what they are."""
+    parts = [f"{r['claim']} p {_p_phrase(_fmt_p(r['p']))}" for _, r in per_seed.iterrows() if pd.notna(r["p"])]
+    return ("**As registered, per seed.** The registration tested each contrast over the test seeds as if they "
+            f"were independent ({'; '.join(parts)}). The seeds repeat a few games and the agents are "
+            "deterministic, so those p-values count copies of one observation as new evidence: they are shown "
+            "as what was registered, not as verdicts.")
+
+
+def _health_text(health: pd.DataFrame, k: int) -> str:
+    """Whether retrieval selected anything, from `library_health`."""
+    out = []
+    for c, r in health.iterrows():
+        if c.endswith("placebo"):
+            continue
+        out.append(f"{c} ended with {int(r['skills'])} skills from {int(r['writes'])} writes "
+                   f"({r['writes from successes']:.0%} of them from successful spans); "
+                   f"{r['strict subset']:.1%} of its {int(r['retrievals'])} retrievals chose fewer skills than "
+                   "the library held")
+    if not out:
+        return ""
+    return (f"**Was the mechanism exercised?** {'; '.join(out)}. With a library no larger than k = {k}, "
+            "retrieval returns all of it: the treatment was one library trajectory (one stream order), "
+            "not a replicated one.")
 
 
 def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
-             model: str = "the profile's model", clustered: pd.DataFrame | None = None,
-             decomposition: pd.DataFrame | None = None) -> str:
-    """The chapter's closing paragraph, written from the claims table and the progress table; `model` is
-    the backend that answered the recorded episodes (e.g. `lab.llm.backend`); `clustered` is the
-    sensitivity table of `clustered_contrasts`, if any; `decomposition` the table of `decomposition`, whose
-    exploratory part is stated without a verdict. Numbers are formatted as the claims table formats them;
-    its sentence of interpretation appears only at the pre-registered n, when the verdicts it rests on say so."""
+             model: str = "the profile's model", per_seed: pd.DataFrame | None = None,
+             decomposition: pd.DataFrame | None = None, health: pd.DataFrame | None = None) -> str:
+    """The chapter's closing paragraph, written from the claims table (tested over games: its n is games,
+    its n_tasks the seeds behind them), the progress table, the registered per-seed claims (`per_seed`,
+    never stated as verdicts), the exploratory `decomposition` (no verdict) and `library_health`. `model`
+    is the backend that answered the recorded episodes. Numbers are formatted as the claims table formats
+    them; no sentence says more than a table above it."""
     from ...analysis.claims import _fmt
-    # tasks per stream: from the primary contrasts (the utility claim's n counts episodes)
     primary = claims[claims["role"] == "primary"] if len(claims) else claims
-    n = int(primary["n"].dropna().max()) if len(primary) and primary["n"].notna().any() else 0
+    games = int(primary["n"].dropna().max()) if len(primary) and primary["n"].notna().any() else 0
+    seeds = primary["n_tasks"].dropna().max() if "n_tasks" in primary and primary["n_tasks"].notna().any() \
+        else games
+    seeds = int(seeds)
     hours = float(progress.loc["all", "hours"]) if "all" in progress.index else float("nan")
     lines = [f"**What was asked.** Does text-skill memory help at the subtask level and hurt at the task "
              f"level (the interaction), on {design.task_types} with {model}?",
-             f"**What ran.** {len(design.conditions)} streams over the same {n} {design.split} tasks "
-             f"({'the pre-registered n' if final else f'interim: {n} of the pre-registered {design.n_tasks}'}), "
-             f"{design.max_steps} steps per episode, {_duration(hours)} of episodes in all."]
+             f"**What ran.** {len(design.conditions)} streams over the same {seeds} {design.split} seeds "
+             f"({'the pre-registered n' if final else f'interim: {seeds} of the pre-registered {design.n_tasks}'}),"
+             f" which are {games} distinct games; {design.max_steps} steps per episode, {_duration(hours)} of "
+             "episodes in all."]
     found = []
     for _, r in claims.iterrows():
         if pd.isna(r["estimate"]):      # e.g. no retrieved skill had a score: say so, never "+nan"
@@ -494,28 +640,30 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
             est = _measured(r)
         verdict = r["verdict"] if final else "no verdict before n is reached"
         found.append(f"- {r['claim']} ({r['role']}; paper {r['paper']}): {est} — {verdict}.")
-    lines.append("**What it found.**\n" + "\n".join(found))
+    lines.append(f"**What it found, tested over the {games} games.**\n" + "\n".join(found))
+    if per_seed is not None and len(per_seed):
+        lines.append(_per_seed_text(per_seed[per_seed["role"] == "primary"]))
     if decomposition is not None and len(decomposition):
         lines.append(_decomposition_text(claims, decomposition, final))
+    if health is not None and len(health):
+        lines.append(_health_text(health, design.k))
     mde = primary["mde"].dropna() if "mde" in primary else pd.Series(dtype=float)
     mde = mde[mde < float("inf")]
     if len(mde):
         span = _fmt(mde.min(), signed=False) if mde.min() == mde.max() else \
             f"{_fmt(mde.min(), signed=False)} to ±{_fmt(mde.max(), signed=False)}"
-        sure = (f"**How sure.** At n = {n} the primary contrasts could detect effects of ±{span} with 80% "
-                "power (each 'not resolved' names its own).")
+        sure = (f"**How sure.** Over {games} games the primary contrasts could detect effects of ±{span} with "
+                "80% power (each 'not resolved' names its own).")
         if mde.min() > PAPER_LARGEST:
-            sure += (f" The paper's effects are at most {PAPER_LARGEST * 100:.1f} pp, smaller than that: this "
-                     "study can find a larger effect or rule out effects beyond its interval; it cannot confirm "
-                     "the paper's average.")
+            sure += (f" The paper's effects are at most {PAPER_LARGEST * 100:.1f} pp, far smaller: this study "
+                     "can find a larger effect or rule out effects beyond its interval; it cannot confirm the "
+                     "paper's average.")
         lines.append(sure)
     else:
         lines.append("**How sure.** No primary contrast has a minimum detectable effect at this n yet.")
-    if clustered is not None and len(clustered):
-        lines[-1] += " " + _clustered_text(clustered, n)
-    lines.append(f"**What it can and cannot show.** One model ({model}) on one game ({design.task_types}) with "
-                 f"{design.max_steps} steps; the paper's numbers are averages over {PAPER_SCOPE}. A verdict here "
-                 "says whether text skills help or hurt this model on this game, within the intervals above. It "
+    lines.append(f"**What it can and cannot show.** One model ({model}) on one setting ({design.task_types}) "
+                 f"with {design.max_steps} steps, whose generator has only these {games} games, and one library "
+                 f"trajectory per memory condition; the paper's numbers are averages over {PAPER_SCOPE}. It "
                  "cannot say whether the paper's averages hold for other models, larger ones especially, or on "
                  "the paper's benchmarks.")
     return "\n\n".join(lines)
