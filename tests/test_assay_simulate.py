@@ -70,6 +70,8 @@ def test_recovery_claim_tests_the_sign_recovery_of_the_same_draws_against_a_coin
     none = recovery_claim(6, 3, 0.2, reps=5, n_skills=12, effect=0.0)
     assert none["n"] == 0 and np.isnan(none["p"])
     assert set(strong) >= {"estimate", "ci_low", "ci_high", "p", "n", "test"}
+    # its units are simulated libraries, whose number is a parameter: a check of the book's tools
+    assert strong["unit"] == none["unit"] == "libraries"
 
 
 @pytest.mark.parametrize("design", [dict(K=6, M=1, f=0.4, n_skills=9), dict(K=6, M=3, f=0.2, n_skills=12),

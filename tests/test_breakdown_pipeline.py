@@ -290,15 +290,24 @@ def test_findings_sentences_say_what_the_claims_table_says():
         Claim("memory helps", "+1.9 pp", +1, True, {"difference": -0.25, "ci_low": -0.5, "ci_high": 0.1, "p": 0.3,
                                                      "mde": 0.6, "n_tasks": 9}),
         Claim("no outcome varied", "rise", +1, False, {"estimate": float("nan"), "p": float("nan"), "n": 18,
-                                                        "n_clusters": 4}, note="every episode failed"),
-        Claim("density", "higher", +1, False, {"estimate": 0.1}, note="one stream each")])
+                                                        "n_clusters": 4}, note="every episode failed",
+              unit="episodes"),
+        Claim("density", "higher", +1, False, {"estimate": 0.1}, note="one stream each"),
+        Claim("utility ranks alike on two task sets", "—", +1, False, {"estimate": 0.6, "p": 0.001, "n": 32},
+              unit="skills", kind="check")])
     primary, secondary = findings(t, "primary"), findings(t, "secondary")
     assert primary == ("* *memory helps* (paper: +1.9 pp): −0.25 [−0.50, +0.10], n = 9; p = 0.30 — "
                        "**not resolved (MDE ±0.60)**.")
-    assert "n = 18 in 4 clusters; no test" in secondary and "(every episode failed)" in secondary
+    # n as the claims table's n column gives it: its units and clusters
+    assert "n = 18 episodes (4 clusters); no test" in secondary and "(every episode failed)" in secondary
     assert "*density* (paper: higher): +0.10; one stream each — descriptive, no test." in secondary
     assert tally(t, "primary") == "0 of 1 supported, 0 contradicted, 1 not resolved"
     assert tally(t, "secondary").endswith("1 descriptive (not tested)")
+    # a check of the book's tools is neither listed nor counted with the papers' claims, but on its own
+    assert "utility ranks alike" not in secondary and tally(t, "secondary").startswith("0 of 2 supported")
+    assert tally(t, "secondary", kind="check") == "1 of 1 supported, 0 contradicted, 0 not resolved"
+    assert findings(t, kind="check") == ("* *utility ranks alike on two task sets* (paper: —): +0.60, "
+                                         "n = 32 skills; p = 0.001, Holm-adjusted = 0.001 — **supported**.")
 
 
 def test_followups_replay_in_a_new_process_after_running_live_in_one(transfer, fake_env):

@@ -119,3 +119,26 @@ def test_a_claim_without_an_estimate_or_interval_says_why():
     assert t.note.tolist() == [rho["note"], same["note"], "said by the chapter"]
     spread = steps.assign(steps=[7, 20, 20, 9, 20, 12] + [6, 20, 18, 9, 20, 11])
     assert "note" not in paired_difference(spread, "condition", "none", "credit", "steps")
+
+
+def test_checks_of_the_book_s_tools_are_their_own_holm_family():
+    # Real case (chapter 06): the planted simulation's two lines (p ≈ 0 over 300 simulated libraries) sat in
+    # one Holm family with the test-task contrasts, so a claim of the paper was adjusted for checks of the
+    # book's own simulation, and the other way round.
+    claims = [Claim("s1", "+5 pp", +1, False, _r(0.20, 0.02, 0.05, 0.35)),
+              Claim("s2", "+3 pp", +1, False, _r(0.15, 0.04, 0.01, 0.3)),
+              Claim("sim", "assumed", +1, False, _r(0.08, 1e-6, n=300), unit="libraries", kind="check")]
+    t = claims_table(claims).set_index("claim")
+    # the papers' family is s1, s2 only: 0.02·2 = 0.04, max(0.04·1, 0.04) = 0.04
+    assert t.loc[["s1", "s2"], "p_holm"].tolist() == pytest.approx([0.04, 0.04])
+    assert t.loc["s1", "verdict"] == "supported" and t.loc["s2", "verdict"] == "supported"
+    assert t.loc["sim", "p_holm"] == pytest.approx(1e-6) and t.loc["sim", "kind"] == "check"
+
+
+def test_the_page_names_the_kind_only_when_a_check_is_in_the_table_and_says_one_task():
+    plain = render_claims([Claim("x", "+", +1, True, _r(0.1, 0.5, n=1), unit="tasks")])
+    assert "kind" not in plain.columns and plain.n[0] == "1 task"
+    mixed = render_claims([Claim("x", "+", +1, True, _r(0.1, 0.5, n=9), unit="games"),
+                           Claim("sim", "+", +1, False, _r(0.1, 0.01, n=300), unit="libraries", kind="check")])
+    assert mixed.columns[:3].tolist() == ["claim", "role", "kind"]
+    assert mixed.kind.tolist() == ["paper", "check"] and mixed.n.tolist() == ["9 games", "300 libraries"]

@@ -397,9 +397,58 @@ def test_the_findings_say_how_much_each_chapter_could_detect():
     t = by_chapter(pd.DataFrame(rows), {"04_transfer": "Transfer", "09_study": "The study"})
     assert t.index.tolist() == ["Transfer", "05_utility", "The study"]
     assert t.loc["Transfer", "claims"] == 2 and t.loc["Transfer", "resolved"] == 0
-    assert t.loc["05_utility", "units"] == "13" and t.loc["Transfer", "units"] == "6–9"
+    # rows of an older record name no unit; a clustered claim rests on its clusters
+    assert t.loc["05_utility", "units"] == "13 clusters" and t.loc["Transfer", "units"] == "6–9"
     assert t.loc["The study", "resolved"] == 2 and t.loc["The study", "median MDE"] == pytest.approx(0.105)
     assert pd.isna(t.loc["05_utility", "median MDE"])
     # interim claims are not counted as resolved whatever their stored verdict
     t = by_chapter(pd.DataFrame(rows).assign(interim=True), {})
     assert (t.resolved == 0).all()
+
+
+def test_the_closing_chapter_counts_only_claims_of_the_papers_and_states_their_units(tmp_path):
+    # Real case (issue 34): chapter 10 counted 7 of 58 claims as resolved, 2 of them chapter 06's planted
+    # simulation (300 simulated libraries make p as small as wanted) and 1 chapter 05's rank stability of
+    # its own score — checks of the book's tools, not claims of a paper; and its n column said "223" where
+    # the tasks were 16 games.
+    import pandas as pd
+    from skillbook.analysis import Claim, claims_table
+    from skillbook.book.findings import by_chapter
+    lab = Lab.__new__(Lab)
+    lab.root, lab.chapter = tmp_path, "06_assay"
+    twx = pd.DataFrame({"task_id": [f"twx/twc/test/{i}" for i in range(6)] * 2,
+                        "condition": ["full"] * 6 + ["assay"] * 6, "success": [0] * 6 + [1, 0] * 3})
+    games = pd.Series([f"g{i}" for i in range(6)], index=[f"twx/twc/test/{i}" for i in range(6)])
+    lab.claims(claims_table([
+        Claim("twx: Assay beats the full library", "+", +1, True,
+              paired_difference(twx, "condition", "full", "assay", units=games)),
+        Claim("twx: the attribution recovers planted signs", "assumed", +1, False,
+              {"estimate": 0.08, "ci_low": 0.06, "ci_high": 0.10, "p": 1e-9, "n": 300, "unit": "libraries"},
+              kind="check")]))
+    found, _ = collect_claims(["06_assay"], [tmp_path])
+    assert found.kind.tolist() == ["paper", "check"] and found.unit.tolist() == ["games", "libraries"]
+    frame = findings_frame(found)
+    assert frame.n.tolist() == ["6 games", "300 libraries"]
+    papers, checks = findings_html(found, kind="paper"), findings_html(found, kind="check")
+    assert "Assay beats the full library" in papers and "planted signs" not in papers
+    assert "planted signs" in checks and "Assay beats" not in checks
+    counts = tally(found)
+    assert counts.loc["Assay"].sum() == 1 and "supported" not in counts      # the check is not counted
+    power = by_chapter(found)
+    assert power.loc["06_assay"].tolist()[:2] == [1, "6 games"]
+    assert power.loc["06_assay", "resolved"] == 0 and power.loc["06_assay", "checks"] == 1
+
+
+def test_an_older_record_without_kind_or_unit_reads_as_claims_of_a_paper(tmp_path):
+    import json
+    (tmp_path / "04_transfer").mkdir()
+    row = {"claim": "subtask-text − subtask-none", "role": "primary", "paper": "+1.9 pp", "n": 9,
+           "n_clusters": None, "estimate": 0.0, "ci_low": -0.19, "ci_high": 0.19, "p": 1.0, "p_holm": None,
+           "mde": 0.73, "expected_sign": 1, "verdict": "not resolved (MDE ±0.73)", "note": "",
+           "test": "exact McNemar"}
+    (tmp_path / "04_transfer" / "claims.json").write_text(json.dumps(
+        {"chapter": "04_transfer", "interim": False, "anchor": "claims-04-transfer", "claims": [row]}))
+    found, _ = collect_claims(["04_transfer"], [tmp_path])
+    assert found.kind.tolist() == ["paper"] and found.unit.tolist() == [""] and found.n_tasks.isna().all()
+    assert findings_frame(found).n.tolist() == ["9"]
+    assert tally(found).loc["Break it down, pass it on", "not resolved"] == 1

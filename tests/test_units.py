@@ -100,3 +100,11 @@ def test_coin_with_two_rooms_generates_sixteen_games(tmp_path, monkeypatch):
     assert u[:400].nunique() == 8 and unit_counts(u).tasks.sum() == 1000
     assert units(ids[:5], options, progress=False).equals(u[:5])      # from the cache, the same
     assert units(["sciworld/boil/test/0"], progress=False).tolist() == ["sciworld/boil/test/0"]
+
+
+def test_units_are_named_by_benchmark():
+    from skillbook.envs import unit_name
+    assert unit_name(["twx/coin/test/0", "twx/twc/test/3"]) == "games"
+    assert unit_name(["sciworld/boil/test/0"]) == "variations"
+    assert unit_name(["tau2/retail/test/1"]) == "tasks"
+    assert unit_name(["twx/coin/test/0", "sciworld/boil/test/0"]) == "units"

@@ -5,6 +5,12 @@ secondary, and the secondary claims' p-values are Holm-adjusted together (`stats
 whole does not find more "supported" claims than chance would give. A primary claim is tested on its own
 at α (several primaries are each tested at α: naming them in advance is what licenses that).
 
+A claim is of one of two kinds (`KINDS`): a claim of a paper, or a check of the book's own tools (does a
+simulation recover what was planted, a property a score has by construction). The two are different
+questions, so they are two Holm families: a check's tiny p does not make a paper's claims harder to
+resolve, and a paper's claims do not move a check's verdict. Every claim states its unit: what n counts
+(games, tasks, skills, libraries, episodes in clusters).
+
 Verdict of one claim, with p' = its own p (primary) or its Holm-adjusted p (secondary):
 
     supported      p' < α and the estimate has the paper's sign
@@ -159,8 +165,8 @@ def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -
     n is the number of independent units the test used: `n_units` when the result has it (tasks grouped
     into games), else its tasks or n.
 
-    p_holm is Holm's adjustment across the secondary claims that have a p (NaN for primary claims, which
-    are decided on their own p). The verdict rule is in the module docstring. The MDE is the result's
+    p_holm is Holm's adjustment across the secondary claims of the same kind that have a p (NaN for
+    primary claims, which are decided on their own p). The verdict rule is in the module docstring. The MDE is the result's
     own `mde` (exact for `paired_difference` on a 0/1 metric) or, when absent, the approximation
     `stats.mde_from_ci` from its 95% interval; its power is `power`.
     """
@@ -184,8 +190,10 @@ def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -
                                     "kind"])
     secondary = (t["role"] == "secondary").to_numpy()
     t["p_holm"] = np.nan
-    if secondary.any():
-        t.loc[secondary, "p_holm"] = holm(t.loc[secondary, "p"].to_numpy(dtype=float))
+    for kind in KINDS:      # one family per kind: checks of the book's tools are not claims of a paper
+        family = secondary & (t["kind"] == kind).to_numpy()
+        if family.any():
+            t.loc[family, "p_holm"] = holm(t.loc[family, "p"].to_numpy(dtype=float))
     decide = np.where(secondary, t["p_holm"], t["p"])
     verdicts = []
     for (_, row), p in zip(t.iterrows(), decide):
@@ -207,6 +215,8 @@ def units_text(row) -> str:
     if pd.isna(row["n"]):
         return ""
     unit = row.get("unit") if isinstance(row.get("unit"), str) else ""
+    if int(row["n"]) == 1 and unit.endswith("s"):
+        unit = unit[:-1]                 # "1 task", not "1 tasks"
     out = f"{int(row['n'])}" + (f" {unit}" if unit else "")
     n_tasks = row.get("n_tasks")
     if n_tasks is not None and not pd.isna(n_tasks):
@@ -218,9 +228,12 @@ def units_text(row) -> str:
 
 def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.DataFrame:
     """The claims table as strings for a notebook: claim, role, paper, n, 'measured [95% CI]' such as
-    "+0.12 [−0.03, +0.27]", p, p (Holm), MDE, verdict, note. Accepts a `claims_table` frame or the claims."""
+    "+0.12 [−0.03, +0.27]", p, p (Holm), MDE, verdict, note — and kind, when the table holds a check of the
+    book's tools (so the page says which rows are not claims of a paper). Accepts a `claims_table` frame or
+    the claims."""
     if not isinstance(table, pd.DataFrame):
         table = claims_table(table, alpha=alpha)
+    kinds = table["kind"] if "kind" in table else pd.Series("paper", index=table.index)
     rows = []
     for _, r in table.iterrows():
         est = measured_text(r["estimate"], r["ci_low"], r["ci_high"])
@@ -229,5 +242,8 @@ def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.
                      "p": _fmt_p(r["p"]), "p (Holm)": _fmt_p(r["p_holm"]),
                      "MDE": "" if math.isnan(r["mde"]) else "±" + _fmt(r["mde"], signed=False),
                      "verdict": r["verdict"], "note": r["note"]})
-    return pd.DataFrame(rows, columns=["claim", "role", "paper", "n", "measured [95% CI]", "p", "p (Holm)", "MDE",
-                                       "verdict", "note"])
+    out = pd.DataFrame(rows, columns=["claim", "role", "paper", "n", "measured [95% CI]", "p", "p (Holm)", "MDE",
+                                      "verdict", "note"])
+    if (kinds == "check").any():
+        out.insert(2, "kind", kinds.fillna("paper").to_numpy())
+    return out

@@ -2,8 +2,14 @@
 
 Each chapter that tests claims records its claims table with `lab.claims(table)` in
 `<runs root>/<chapter>/claims.json`; `collect_claims` reads those records (nothing is retyped) and
-`findings_html` renders them as one table that links every row to the cell that measured it (the
+`findings_html` renders them as a table that links every row to the cell that measured it (the
 anchor `reading.anchor_claims` puts before that cell in the executed chapter).
+
+A record's rows are of two kinds (`analysis.KINDS`): claims of a paper, and checks of the book's own
+tools (a simulation recovering what it planted, a property a score has by construction). The closing
+chapter shows them in two tables, and `tally` and `by_chapter` count only the claims of the papers: a
+check says whether the book's instruments work, not whether a paper is right. Every row states its
+units (the n column: "9 games", "32 skills", "64 episodes (13 clusters)").
 """
 from __future__ import annotations
 
@@ -25,7 +31,9 @@ CHAPTER_PAPER = {"01_agents": "breakdown", "02_induction": "breakdown", "03_retr
                  "04_transfer": "breakdown", "05_utility": "breakdown", "06_assay": "assay",
                  "07_skillrl": "skillrl", "08_credit": "skillc", "09_study": "breakdown"}
 INTERIM = "(interim: no verdict before n is reached)"
-NUMERIC = ["n", "n_clusters", "estimate", "ci_low", "ci_high", "p", "p_holm", "mde", "expected_sign"]
+NUMERIC = ["n", "n_tasks", "n_clusters", "estimate", "ci_low", "ci_high", "p", "p_holm", "mde", "expected_sign"]
+# what a record written before claims stated their unit and kind holds: claims of a paper, unit not named
+DEFAULTS = {"kind": "paper", "unit": "", "note": "", "test": ""}
 
 
 def chapter_titles(chapters_dir: Path) -> dict[str, str]:
@@ -40,10 +48,19 @@ def chapter_titles(chapters_dir: Path) -> dict[str, str]:
     return out
 
 
+def _with_defaults(t: pd.DataFrame) -> pd.DataFrame:
+    """`t` with every `DEFAULTS` column, missing values filled (an older record has no kind or unit)."""
+    t = t.copy()
+    for col, default in DEFAULTS.items():
+        t[col] = t[col].fillna(default) if col in t else default
+    return t
+
+
 def collect_claims(chapters: list[str], roots: list[Path]) -> tuple[pd.DataFrame, list[str]]:
     """Every recorded claim of `chapters` (the first of `roots` that has `<chapter>/claims.json`), in
     chapter order, and the chapters with no record. Columns: those of `claims_table`, plus chapter,
-    paper (the bibliography key), anchor, interim."""
+    paper (the bibliography key), anchor, interim. An older record without kind, unit or n_tasks reads
+    as claims of a paper in unnamed units (`DEFAULTS`)."""
     frames, missing = [], []
     for chapter in chapters:
         path = next((Path(r) / chapter / "claims.json" for r in roots
@@ -56,9 +73,8 @@ def collect_claims(chapters: list[str], roots: list[Path]) -> tuple[pd.DataFrame
         if t.empty:
             continue
         for col in NUMERIC:
-            t[col] = pd.to_numeric(t[col], errors="coerce")
-        t["note"] = t["note"].fillna("")
-        t["test"] = t.get("test", pd.Series("", index=t.index)).fillna("")
+            t[col] = pd.to_numeric(t[col], errors="coerce") if col in t else float("nan")
+        t = _with_defaults(t)
         t.insert(0, "chapter", chapter)
         t.insert(1, "key", CHAPTER_PAPER.get(chapter, ""))
         t["anchor"], t["interim"] = record["anchor"], bool(record.get("interim"))
@@ -71,6 +87,7 @@ def findings_frame(claims: pd.DataFrame) -> pd.DataFrame:
     [95% CI], test, p, verdict; interim verdicts are labelled so."""
     if claims.empty:
         return pd.DataFrame()
+    claims = claims.reset_index(drop=True)      # a selection (one kind) lines up with its rendering
     shown = render_claims(claims)
     test = [t if t else ("—" if p == "—" else "as recorded") for t, p in zip(claims["test"], shown["p"])]
     test = [t + ("; Holm" if role == "secondary" and p != "—" else "")
@@ -86,12 +103,17 @@ def findings_frame(claims: pd.DataFrame) -> pd.DataFrame:
                          "n": shown["n"], "test": test, "role": shown["role"], "note": shown["note"]})
 
 
-def findings_html(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
+def findings_html(claims: pd.DataFrame, titles: dict[str, str] | None = None, kind: str | None = None) -> str:
     """One HTML table, a header row per paper; the chapter column links to the cell that measured the
-    claim."""
+    claim. `kind`: only the claims of the papers ("paper") or only the checks of the book's tools
+    ("check"); None: every row."""
+    if kind is not None and not claims.empty:
+        claims = _with_defaults(claims)
+        claims = claims[claims["kind"] == kind]
     frame = findings_frame(claims)
     if frame.empty:
-        return "<p>No chapter has recorded a claims table yet.</p>"
+        return ("<p>No chapter has recorded a claims table yet.</p>" if kind is None else
+                f"<p>No chapter has recorded a {'claim of a paper' if kind == 'paper' else 'check'}.</p>")
     titles = titles or {}
     shown = [c for c in frame.columns if c != "paper"]
     rows, paper = [], None
@@ -114,7 +136,11 @@ def _verdict_kind(claims: pd.DataFrame) -> pd.Series:
 
 
 def tally(claims: pd.DataFrame) -> pd.DataFrame:
-    """Claims per paper and verdict kind (supported, contradicted, not resolved, not tested, interim)."""
+    """Claims of the papers per paper and verdict kind (supported, contradicted, not resolved, not tested,
+    interim). Checks of the book's tools are not counted: their verdicts are not about a paper."""
+    if not claims.empty:
+        claims = _with_defaults(claims)
+        claims = claims[claims["kind"] == "paper"]
     if claims.empty:
         return pd.DataFrame()
     kind = _verdict_kind(claims).where(~claims["interim"], "interim")
@@ -125,23 +151,48 @@ def tally(claims: pd.DataFrame) -> pd.DataFrame:
     return out.loc[order, cols]
 
 
+def _units(row) -> tuple[float, str]:
+    """How many independent units a claim rests on, and what they are: its clusters when it is clustered
+    (episodes of one game are not independent), else its n in its unit ("" in an older record)."""
+    if not pd.isna(row["n_clusters"]):
+        return row["n_clusters"], "clusters"
+    return row["n"], row["unit"]
+
+
+def _span(counts: list[int], unit: str) -> str:
+    """"6–9 games", "13 clusters", "1 task"."""
+    lo, hi = min(counts), max(counts)
+    if hi == 1 and unit.endswith("s"):
+        unit = unit[:-1]
+    return (f"{lo}" if lo == hi else f"{lo}–{hi}") + (f" {unit}" if unit else "")
+
+
 def by_chapter(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> pd.DataFrame:
-    """Per chapter, how much its claims could say: the number of claims, the units they were measured on
-    (tasks, or clusters where the claim is clustered; a range when they differ), the median minimum
-    detectable effect of those with one, and how many were resolved (supported or contradicted; an interim
-    claim never is). Chapters sized for a workshop and the pre-registered study read side by side."""
-    cols = ["claims", "units", "median MDE", "resolved"]
+    """Per chapter, how much its claims of the papers could say: their number, the independent units they
+    were measured on (per unit, a range when they differ: "6–9 games, 8–32 skills, 13 clusters"), the
+    median minimum detectable effect of those with one, how many were resolved (supported or
+    contradicted; an interim claim never is), and how many checks of the book's tools the chapter ran
+    beside them (not counted in the rest). Chapters sized for a workshop and the pre-registered study read
+    side by side."""
+    cols = ["claims", "units", "median MDE", "resolved", "checks"]
     if claims.empty:
         return pd.DataFrame(columns=cols)
     titles = titles or {}
-    units = claims["n_clusters"].where(claims["n_clusters"].notna(), claims["n"])
+    claims = _with_defaults(claims)
+    paper = claims["kind"] == "paper"
     resolved = _verdict_kind(claims).isin(["supported", "contradicted"]) & ~claims["interim"].astype(bool)
     mde = claims["mde"].where(claims["mde"] < float("inf"))
     rows = {}
     for chapter, idx in claims.groupby("chapter", sort=False).groups.items():
-        u = units[idx].dropna().astype(int)
-        span = "—" if u.empty else (f"{u.min()}" if u.min() == u.max() else f"{u.min()}–{u.max()}")
-        rows[titles.get(chapter, chapter)] = {"claims": len(idx), "units": span,
-                                              "median MDE": float(mde[idx].median()),
-                                              "resolved": int(resolved[idx].sum())}
+        mine = claims.loc[idx][paper[idx]]
+        spans = {}
+        for _, r in mine.iterrows():
+            n, unit = _units(r)
+            if not pd.isna(n):
+                spans.setdefault(unit, []).append(int(n))
+        units = ", ".join(_span(v, u) for u, v in spans.items())
+        rows[titles.get(chapter, chapter)] = {"claims": len(mine), "units": units or "—",
+                                              "median MDE": float(mde[mine.index].median()),
+                                              "resolved": int(resolved[mine.index].sum()),
+                                              "checks": int((~paper[idx]).sum())}
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols)

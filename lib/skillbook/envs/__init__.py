@@ -10,7 +10,7 @@ from .tau2 import Tau2Bench
 from .tasks import (TASK_TEXTS, parse_task_types, require_splits, sample_tasks, task_frame, task_query, task_text,
                     task_texts)
 from .textworld_express import TextWorldExpress
-from .units import unit_counts, units
+from .units import unit_counts, unit_name, units
 
 ENVS = {"sciworld": ScienceWorld, "twx": TextWorldExpress, "tau2": Tau2Bench}
 
@@ -37,7 +37,7 @@ def canonical_options(name: str, options: dict) -> dict:
     return canonical(dict(options)) if canonical else dict(options)
 
 
-__all__ = ["units", "unit_counts", "SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
+__all__ = ["units", "unit_counts", "unit_name", "SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
            "task_frame", "task_texts", "task_text", "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
            "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
            "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options",

@@ -33,6 +33,8 @@ from .base import SimulatorError, parse_task_id
 from .pool import EnvPool
 
 BY_STATE = ("twx",)          # benchmarks whose task ids can repeat a game; the others: one unit per task
+# what one unit is called in a claims table's n column ("9 games", "6 variations", "1 task")
+UNIT_NAMES = {"twx": "games", "sciworld": "variations", "tau2": "tasks"}
 _SAVE_EVERY = 100
 
 
@@ -82,6 +84,13 @@ def units(task_ids, env_options: dict | None = None, progress: bool = True) -> p
                     env_name, tt, _, _ = parse_task_id(t)
                     out[t] = f"{env_name}/{tt}/{known[t]}"
     return pd.Series([out[t] for t in ids], index=pd.Index(ids, name="task_id"), name="unit")
+
+
+def unit_name(task_ids) -> str:
+    """What the units of these tasks are called (`UNIT_NAMES`): "games" for TextWorldExpress tasks,
+    "variations" for ScienceWorld, "tasks" for τ²-bench; "units" when the tasks mix benchmarks."""
+    names = {UNIT_NAMES.get(parse_task_id(t)[0], "tasks") for t in task_ids}
+    return names.pop() if len(names) == 1 else "units"
 
 
 def unit_counts(unit: pd.Series) -> pd.DataFrame:

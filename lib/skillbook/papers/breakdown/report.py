@@ -6,6 +6,8 @@ import math
 
 import pandas as pd
 
+from ...analysis import units_text
+
 
 def num(x: float, signed: bool = True, digits: int = 2) -> str:
     """+0.12 / −0.03 (a true minus sign); 'n/a' for a missing value."""
@@ -30,15 +32,14 @@ def p_text(p: float) -> str:
 
 def claim_sentence(row) -> str:
     """One row of `analysis.claims_table` in words: the claim, what the paper reports, the measurement
-    with its interval and n (and clusters), the test (Holm-adjusted for a secondary claim) and the
-    verdict; a descriptive row (no test) says what was observed."""
+    with its interval and n in its units as the table's n column gives it ("n = 6 games (12 tasks)",
+    "n = 64 episodes (13 clusters)"), the test (Holm-adjusted for a secondary claim) and the verdict; a
+    descriptive row (no test) says what was observed."""
     head = f"*{row['claim']}* (paper: {row['paper']}): "
     measured = "" if pd.isna(row["estimate"]) else f"{num(row['estimate'])} "
     if not (pd.isna(row["ci_low"]) or pd.isna(row["ci_high"])):
         measured += f"{interval(row['ci_low'], row['ci_high'])} "
-    n = "" if pd.isna(row["n"]) else f"n = {int(row['n'])}"
-    if n and not pd.isna(row["n_clusters"]):
-        n += f" in {int(row['n_clusters'])} clusters"
+    n = "" if pd.isna(row["n"]) else f"n = {units_text(row)}"
     if row["verdict"] == "not tested":
         observed = "; ".join(x for x in (measured.strip(), n, row["note"]) if x)
         return head + f"{observed} — descriptive, no test."
@@ -50,15 +51,28 @@ def claim_sentence(row) -> str:
     return head + f"{observed}; {test} — **{row['verdict']}**{note}."
 
 
-def findings(table: pd.DataFrame, role: str | None = None) -> str:
-    """The claims of one role (or all) as a markdown list of `claim_sentence`s."""
-    rows = table if role is None else table[table["role"] == role]
+def _of_kind(table: pd.DataFrame, kind: str | None) -> pd.Series:
+    """Which rows are of `kind` ("paper": claims of a paper, "check": checks of the book's tools; None:
+    all). A table without a kind column (an older record) holds claims of the papers only."""
+    if kind is None:
+        return pd.Series(True, index=table.index)
+    return (table["kind"] if "kind" in table else pd.Series("paper", index=table.index)) == kind
+
+
+def findings(table: pd.DataFrame, role: str | None = None, kind: str | None = "paper") -> str:
+    """The claims of one role (or all) and one kind (claims of the papers unless asked otherwise: a
+    check of the book's tools is reported apart) as a markdown list of `claim_sentence`s."""
+    keep = _of_kind(table, kind)
+    if role is not None:
+        keep &= table["role"] == role
+    rows = table[keep]
     return "\n".join(f"* {claim_sentence(r)}" for _, r in rows.iterrows()) or "* (none could be measured in this run)"
 
 
-def tally(table: pd.DataFrame, role: str) -> str:
-    """'1 of 2 supported, 0 contradicted, 1 not resolved' for the claims of `role`."""
-    v = table.loc[table["role"] == role, "verdict"]
+def tally(table: pd.DataFrame, role: str, kind: str = "paper") -> str:
+    """'1 of 2 supported, 0 contradicted, 1 not resolved' for the claims of `role` and `kind` (by default
+    the claims of the papers: checks of the book's tools are not counted with them)."""
+    v = table.loc[(table["role"] == role) & _of_kind(table, kind), "verdict"]
     if not len(v):
         return f"no {role} claim"
     parts = [f"{(v == 'supported').sum()} of {len(v)} supported", f"{(v == 'contradicted').sum()} contradicted",
