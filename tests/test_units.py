@@ -32,6 +32,8 @@ def test_per_seed_mcnemar_would_call_three_games_significant_but_the_verdict_is_
     # change |S|) = 0.25
     assert by_game["p"] == pytest.approx(0.25)
     assert by_game["test"] == "exact sign-flip over games"
+    # the tasks' 2×2 table stays as a description (chapters quote it), not as the test
+    assert (by_game["only_b"], by_game["only_a"]) == (per_seed["only_b"], per_seed["only_a"]) == (59, 0)
     table = claims_table([Claim("memory helps", "+", +1, True, by_game)])
     assert table.verdict[0].startswith("not resolved")
     assert render_claims(table)["n"][0] == f"8 games ({len(units)} tasks)"

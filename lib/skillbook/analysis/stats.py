@@ -326,6 +326,14 @@ def _clustered_difference(wide: pd.DataFrame, a: str, b: str, units: pd.Series, 
     return out
 
 
+def _pairs_table(wide: pd.DataFrame, a: str, b: str) -> tuple[int, int, int, int]:
+    """The 2×2 table of paired 0/1 outcomes: only_a (a succeeds, b fails), only_b, both, neither."""
+    only_a = int(((wide[a] == 1) & (wide[b] == 0)).sum())
+    only_b = int(((wide[a] == 0) & (wide[b] == 1)).sum())
+    both = int(((wide[a] == 1) & (wide[b] == 1)).sum())
+    return only_a, only_b, both, len(wide) - only_a - only_b - both
+
+
 def paired_difference(df: pd.DataFrame, condition: str, a: str, b: str, metric: str = "success",
                       key: str = "task_id", ci: float = 0.95, alpha: float = 0.05, power: float = 0.8,
                       mde_discordance: float | None = None, seed: int | None = None,
@@ -343,7 +351,8 @@ def paired_difference(df: pd.DataFrame, condition: str, a: str, b: str, metric: 
     the G units with its
     interval (`sign_flip_test` on the units' totals; the estimate is still the mean over tasks, the
     estimand a per-task analysis names); `n_tasks` counts tasks, `n_units` units, and the claims table's
-    n is the units.
+    n is the units. A 0/1 metric's 2×2 table of the tasks (`only_a`, …) is kept as a description; it is
+    not what is tested.
 
     0/1 metric (every per-task value 0 or 1): a 2×2 table of the pairs, `only_a` (a succeeds, b fails),
     `only_b`, `both`, `neither`.
@@ -387,12 +396,11 @@ def paired_difference(df: pd.DataFrame, condition: str, a: str, b: str, metric: 
         out.update(n_units=int(units.reindex(wide.index).nunique()), unit=unit)
         if out["n_units"] < n:
             out.update(_clustered_difference(wide, a, b, units, unit, ci, alpha, power))
+            if _is_binary(wide.to_numpy().ravel()):     # the tasks' 2×2 table, as a description only
+                out.update(zip(("only_a", "only_b", "both", "neither"), _pairs_table(wide, a, b)))
             return out
     if _is_binary(wide.to_numpy().ravel()):
-        only_a = int(((wide[a] == 1) & (wide[b] == 0)).sum())
-        only_b = int(((wide[a] == 0) & (wide[b] == 1)).sum())
-        both = int(((wide[a] == 1) & (wide[b] == 1)).sum())
-        neither = n - only_a - only_b - both
+        only_a, only_b, both, neither = _pairs_table(wide, a, b)
         theta, lo, hi = newcombe_paired_ci(both, only_b, only_a, neither, ci) if n else (float("nan"),) * 3
         p = exact_mcnemar_p(only_a, only_b)
         psi = mde_discordance if mde_discordance is not None else ((only_a + only_b) / n if n else float("nan"))
