@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from ..agent import Agent
 from ..envs import EnvPool, canonical_options, parse_task_id, simulator_revisions
 from ..records import Episode
-from .store import RunDir
+from .store import RecordError, RunDir
 
 
 class IncompleteRun(RuntimeError):
@@ -194,7 +194,13 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
         raise IncompleteRun(f"{len(failed)} stream(s) stopped at an infrastructure error (details in "
                             f"{Path(run_dir) / 'errors.jsonl'}); run again to retry them: "
                             + "; ".join(f"{s} at {e}" for s, e in sorted(failed.items())[:3]))
-    return episodes_frame(load_episodes(run_dir, streams))
+    episodes = load_episodes(run_dir, streams)
+    if len(episodes) < total:   # no episode failed, so each must be recorded: fewer means records were lost
+        raise RecordError(f"only {len(episodes)} of {total} episodes are recorded in {run_dir} after a run "
+                          "in which none failed: records were lost (files removed from its episodes/ while "
+                          "it ran, or a fault of the record store); do not use these results (a run again "
+                          "runs the missing ones)")
+    return episodes_frame(episodes)
 
 
 def _attempt(agent: Agent, pool: EnvPool, stream: str, position: int, task_id: str) -> Episode:
