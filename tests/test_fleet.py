@@ -95,3 +95,80 @@ def test_a_refused_request_is_not_sent_to_another_server(fake_server_factory):
     with pytest.raises(LLMError, match="HTTP 400") as e:
         llm.chat(HI)
     assert not e.value.retryable and a.requests + b.requests == 1
+
+
+def test_a_run_resumes_and_replays_when_only_the_servers_address_changed(tmp_path, fake_env,
+                                                                           fake_server_factory):
+    """Issue 33, item 9: the same model served on a new port, or by a fleet that grew, was refused as
+    'recorded with other settings (backend)': the run's fingerprint held the servers' URLs."""
+    from skillbook.agent import AgentConfig
+    from skillbook.llm import ResponseCache
+    from skillbook.run import Condition, run_condition
+    a, b, c = fake_server_factory(), fake_server_factory(), fake_server_factory()
+    condition = Condition("task", AgentConfig(level="task", max_steps=2))
+    one, two = ["fake/count/test/0"], ["fake/count/test/0", "fake/count/test/1"]
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    run_condition(tmp_path / "run", LLM(a.backend, cache), condition, one, {}, 1)
+    assert a.requests > 0
+    # the same model on another port: the run is extended, only the new task asks the model
+    run_condition(tmp_path / "run", LLM(b.backend, cache), condition, two, {}, 1)
+    assert b.requests > 0
+    # a fleet that grew: a replay from the records and the cache, no request
+    grown = LLM(fleet_backend(a, b, c), cache)
+    served = a.requests + b.requests + c.requests
+    assert len(run_condition(tmp_path / "run", grown, condition, two, {}, 1).episodes) == 2
+    assert grown.stats.live_calls == 0 and a.requests + b.requests + c.requests == served
+    # another model is another run
+    with pytest.raises(ValueError, match=r"other settings \(backend\)"):
+        run_condition(tmp_path / "run", LLM(f"openai:{a.url}#other", cache), condition, two, {}, 1)
+
+
+@pytest.mark.parametrize("where", ["openai:http://10.0.0.1:8000/v1#m",
+                                   "openai:http://10.0.0.2:9000/v1,http://10.0.0.3:9000/v1#m"])
+def test_every_fingerprint_names_the_model_not_where_it_is_served(where):
+    """The run settings (`settings_of`: backend, the inducing memory's model, τ²-bench's user model) and the
+    gold study's settings name an `openai:` backend by the cache identity, `openai:<model>`."""
+    from skillbook.agent import Agent, AgentConfig
+    from skillbook.llm import backend_fingerprint
+    from skillbook.papers.breakdown.memory import InducedMemory
+    from skillbook.papers.skillc.gold import GoldSettings, study_settings
+    from skillbook.run.streams import settings_of
+    llm = LLM(where)
+    agent = Agent(llm, AgentConfig(level="task"), InducedMemory(llm))
+    s = settings_of(agent, {"tau2": {"user_backend": where}}, "stream")
+    assert backend_fingerprint(where) == llm.identity == "openai:m"
+    assert s["backend"] == s["memory"]["llm"] == s["env_options"]["tau2"]["user_backend"] == "openai:m"
+    assert study_settings(llm, GoldSettings(), {})["backend"] == "openai:m"
+    assert backend_fingerprint("openai:http://10.0.0.1:8000/v1#other") == "openai:other"
+
+
+@pytest.mark.parametrize("backend", ["embedded:qwen2.5-coder-1.5b",
+                                     "embedded:qwen2.5-coder-0.5b+lora-599b5f1cba2d3136",
+                                     "vllm:Qwen/Qwen2.5-7B-Instruct",
+                                     "vllm:Qwen/Qwen2.5-7B-Instruct+lora-0123456789abcdef", "fake:scripted"])
+def test_backends_that_name_no_address_keep_their_fingerprint(backend):
+    from skillbook.llm import backend_fingerprint
+    assert backend_fingerprint(backend) == backend
+
+
+def _backends_in(settings) -> list[str]:
+    """Every backend string a recorded fingerprint holds (backend, a memory's model, a τ² user model)."""
+    out = []
+    if isinstance(settings, dict):
+        for k, v in settings.items():
+            if k in ("backend", "llm", "user_backend") and isinstance(v, str) and v:
+                out.append(v)
+            out += _backends_in(v)
+    return out
+
+
+def test_the_committed_records_keep_their_fingerprints():
+    """Every committed run must replay: no backend string in a committed fingerprint changes its spelling."""
+    import json
+    from pathlib import Path
+
+    from skillbook.llm import backend_fingerprint
+    manifests = sorted((Path(__file__).parents[1] / "runs").rglob("run.json"))
+    assert manifests
+    found = [b for p in manifests for b in _backends_in(json.loads(p.read_text())["settings"])]
+    assert found and all(backend_fingerprint(b) == b for b in found)

@@ -55,6 +55,17 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, **dump_kw) -> Path:
     return atomic_write_text(path, json.dumps(obj, **dump_kw) + "\n")
 
 
+def write_json_if_changed(path: str | os.PathLike, obj: Any, **dump_kw) -> bool:
+    """`atomic_write_json`, skipped when the file already holds exactly these bytes: a replay that derives
+    the same file from the records writes nothing, so it also runs over read-only records. Written?"""
+    path = Path(path)
+    data = (json.dumps(obj, **dump_kw) + "\n").encode("utf-8")
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    atomic_write_bytes(path, data)
+    return True
+
+
 def read_json(path: str | os.PathLike, what: str = "file") -> Any:
     """JSON from a file; a malformed file is an error naming the file, line and column."""
     path = Path(path)

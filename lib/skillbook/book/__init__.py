@@ -192,7 +192,11 @@ def execution_plan(profile: str = CANONICAL_PROFILE, chapters: list[str] | None 
                    root: Path | None = None) -> list[tuple[str, Path, dict]]:
     """(chapter, source notebook, parameters) for each chapter, exactly as `execute` runs them: the
     profile's top-level keys that the chapter declares, its `chapters:` overrides, then `extra_params`.
-    Every parameter of every chapter is checked here, before anything runs."""
+    Every parameter of every chapter is checked here, before anything runs: its name and type against the
+    chapter's parameters cell (`check_parameters`), its value against the parameter's declared domain
+    (`parameters.SCHEMA`: a backend that parses, task types, splits and conditions that exist, positive
+    counts). Every value outside its domain is named in one error, with the chapters it reaches."""
+    from .parameters import check_values
     root = root or project_root()
     params = load_profile(profile, root)
     known = toc_chapters(root)
@@ -211,6 +215,7 @@ def execution_plan(profile: str = CANONICAL_PROFILE, chapters: list[str] | None 
     if nowhere:
         raise ProfileError(f"unknown parameter(s) {nowhere} for chapter(s) {', '.join(chapters)}; their parameters: "
                            + ", ".join(sorted({k for d in declared.values() for k in d})))
+    outside: dict[tuple, list[str]] = {}   # (parameter, value, where it was given, problem) -> chapters
     for name in chapters:   # every chapter's parameters are checked before any chapter runs
         source = root / "chapters" / f"{name}.ipynb"
         defaults = declared[name]
@@ -219,7 +224,12 @@ def execution_plan(profile: str = CANONICAL_PROFILE, chapters: list[str] | None 
         check_parameters(name, {**common, **scoped}, defaults, f"profile {profile}: ")
         mine = {k: v for k, v in extra.items() if k in defaults}
         check_parameters(name, mine, defaults)
-        p = {**common, **scoped, **mine, "profile": profile}
+        given = {**common, **scoped, **mine}
+        for key, value, problem in check_values(name, given, root):
+            where = ("given with --set" if key in mine else
+                     f"profile {profile}, chapters: {name}" if key in scoped else f"profile {profile}")
+            outside.setdefault((key, repr(value), where, problem), []).append(name)
+        p = {**given, "profile": profile}
         if output_root is not None:
             out = Path(output_root).resolve()
             # the kernel runs in chapters/: a folder inside the project is named relative to it, so that
@@ -227,6 +237,12 @@ def execution_plan(profile: str = CANONICAL_PROFILE, chapters: list[str] | None 
             p["runs_root"] = (os.path.relpath(out, root / "chapters") if out.is_relative_to(root.resolve())
                               else str(out))
         plans.append((name, source, {k: v for k, v in p.items() if k in defaults}))
+    if outside:
+        # all at once: a profile with several typos is fixed in one round, not one chapter at a time
+        lines = [f"  {key!r} = {value} ({where}; chapter{'s' if len(names) > 1 else ''} {', '.join(names)}): "
+                 f"{problem}" for (key, value, where, problem), names in outside.items()]
+        raise ProfileError("parameter value(s) outside their domain, found before any chapter ran:\n"
+                           + "\n".join(lines))
     return plans
 
 

@@ -1,9 +1,11 @@
 """The `Lab` every chapter opens first and reports last."""
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import time
+import warnings
 from html import escape
 from pathlib import Path
 
@@ -74,7 +76,13 @@ class Lab:
         pd.set_option("display.max_colwidth", None)
         self.root = Path(runs_root) if runs_root else project_root() / "runs" / profile
         self.run_dir = self.root / (records or chapter)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            # read-only records (a share, a USB kit) without this chapter's folder (10_findings keeps none):
+            # a replay writes nothing there, and the cache below is read-only (`ResponseCache.for_run`)
         self.cache = ResponseCache.for_run(self.run_dir)
         self.llm = get_llm(backend or DEFAULT_BACKEND, self.cache, seed=seed,
                            deterministic=serving() == "deterministic")
@@ -165,6 +173,15 @@ class Lab:
         path = self.root / self.chapter / "claims.json"
         text = json.dumps(record, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
         if not path.exists() or path.read_text() != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, text)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(path, text)
+            except OSError as e:
+                if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise
+                # A replay from read-only records (a share, a USB kit) that measured otherwise (another
+                # machine's last bits): the page shows this execution's table, the record stays as it was.
+                warnings.warn(f"{path} is read-only: this execution's claims differ from the recorded ones "
+                              "and were not recorded (the closing chapter reads the recorded ones)",
+                              stacklevel=2)
         return render_claims(table)

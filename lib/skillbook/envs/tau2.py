@@ -95,6 +95,15 @@ class Tau2Bench:
         self._done = False
         self._score = 0.0
 
+    @staticmethod
+    def canonical_options(options: dict) -> dict:
+        """The options as run fingerprints compare them: the user's model by `backend_fingerprint` (the
+        model, not where it is served), so a user model moved to another port keeps its run."""
+        from ..llm.backends import backend_fingerprint
+        if options.get("user_backend"):
+            options["user_backend"] = backend_fingerprint(options["user_backend"])
+        return options
+
     # -- the model behind the simulated user -----------------------------------------------------------
     def bind_llm(self, llm) -> None:
         """The runner hands over the agent's LLM; the user runs on it (or on `user_backend`, same cache)."""

@@ -119,3 +119,16 @@ def parse_backend(backend: str) -> BackendSpec:
     if not model:
         raise BackendError(f"openai backend {backend!r} has an empty model name; {_USAGE}")
     return BackendSpec("openai", model, ",".join(urls))
+
+
+def backend_fingerprint(backend: str) -> str:
+    """A backend as run fingerprints name it: which model answers, never where it is served.
+
+    For `openai:` it is the response cache's identity, `openai:<model>`: the same model on a new port,
+    or a fleet that grew, is the same model, and its records resume and replay. Every other backend
+    string names no address (`embedded:<model>[+lora-…]` stands for pinned weights, `vllm:<id>[+lora-…]`
+    for the model vLLM serves) and is returned unchanged — committed records keep the fingerprint they
+    were made with. A string that is no backend (a test's fake model) is returned as it is."""
+    if not (isinstance(backend, str) and backend.strip().lower().startswith("openai:")):
+        return backend
+    return f"openai:{parse_backend(backend).model}"

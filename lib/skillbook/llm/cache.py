@@ -26,6 +26,11 @@ locked or gone (`CacheCorruptError` when damaged), or an export line is malforme
 failed episode: without its cache the run can no longer replay or keep what it paid for.
 `ResponseCache.for_run` moves a damaged SQLite file aside (warning `CacheRebuiltWarning`) and
 rebuilds it from the run's exports; only answers that were never saved are lost (asked again).
+
+Read-only records (a workshop copy on a read-only share, a USB kit): when the run directory cannot be
+written, `for_run` loads the exports into an in-memory SQLite store and writes nothing anywhere. Such a
+cache (`read_only`) answers every recorded request; a new answer could not be kept, so `put` raises
+`CacheError` and the client refuses a miss with `ReplayMiss` before asking the model.
 """
 from __future__ import annotations
 
@@ -215,6 +220,7 @@ class ResponseCache:
 
     jsonl_path: Path | None = None   # the run's legacy single-file export (read by for_run, if present)
     export_dir: Path | None = None   # where save() appends chunks (set by for_run)
+    read_only = False                # over records this process may not write (for_run): no new answer
 
     def __init__(self, path: str | os.PathLike = ":memory:", *, timeout: float = 5.0):
         """Open (or create) the SQLite store; raises CacheCorruptError if the file is damaged."""
@@ -264,14 +270,23 @@ class ResponseCache:
 
     @classmethod
     def for_run(cls, run_dir: str | os.PathLike, *, require_digest: bool = False,
-                timeout: float = 5.0) -> ResponseCache:
+                timeout: float = 5.0, read_only: bool | None = None) -> ResponseCache:
         """The cache of one chapter run: SQLite beside the records, seeded from the committed exports.
 
         A damaged SQLite file is moved aside (`.responses.sqlite.damaged-N`, with its -wal/-shm) with a
         CacheRebuiltWarning, and the cache rebuilt from the exports. Raises CacheFormatError for an
         invalid export line, CacheError when the store cannot be opened even after that.
+
+        `read_only` (default: whether `run_dir` cannot be written, `writable`): the exports are loaded
+        into an in-memory store and nothing is written — not the SQLite file, not a chunk. A SQLite file
+        found there is not read: it is local and uncommitted, and the exports are what a copy of the
+        records carries (`Lab.finish` saves every answer a live execution asked for).
         """
         run_dir = Path(run_dir)
+        if read_only is None:
+            read_only = not writable(run_dir)
+        if read_only:
+            return cls._over_read_only(run_dir, require_digest)
         db = run_dir / SQLITE_NAME
         damage = None
         for attempt in (1, 2):
@@ -298,6 +313,18 @@ class ResponseCache:
                           f"the cache from {len(files)} export file(s) in {run_dir} ({len(cache)} entries). "
                           "Answers that were never saved will be asked of the model again.",
                           CacheRebuiltWarning, stacklevel=2)
+        return cache
+
+    @classmethod
+    def _over_read_only(cls, run_dir: Path, require_digest: bool) -> ResponseCache:
+        cache = cls(":memory:")
+        cache.read_only = True
+        cache.export_dir, cache.jsonl_path = run_dir / CHUNK_DIR, run_dir / LEGACY_NAME
+        try:
+            cache._load_exports(run_dir, require_digest)
+        except BaseException:
+            cache.close()
+            raise
         return cache
 
     def _load_exports(self, run_dir: Path, require_digest: bool) -> list[Path]:
@@ -329,7 +356,13 @@ class ResponseCache:
             raise self._error(e, f"decoding entry {key[:12]}…") from e
 
     def put(self, model_identity: str, request: dict, response: dict) -> None:
-        """Record a response; the first one recorded for a request stays (it is what the exports hold)."""
+        """Record a response; the first one recorded for a request stays (it is what the exports hold).
+        Raises CacheError on a read-only cache: the answer could be neither saved nor replayed."""
+        if self.read_only:
+            raise CacheError(f"response cache of {self.export_dir.parent if self.export_dir else self.path}: "
+                             "the records are read-only, so a new answer cannot be kept. Replay only what "
+                             "is recorded, or copy the records to a folder you may write (e.g. `python -m "
+                             "skillbook.book rerun <chapter> --into mine`)")
         self._execute("writing an entry", "INSERT OR IGNORE INTO responses VALUES (?,?,?,?)",
                       (cache_key(model_identity, request), model_identity, canonical(request), canonical(response)))
 
@@ -472,6 +505,21 @@ class ResponseCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def writable(run_dir: str | os.PathLike) -> bool:
+    """Can this process keep a run's SQLite cache in `run_dir`: the folder (or, not made yet, its nearest
+    existing parent) can be written and an existing SQLite file too. `os.access` also reports a
+    read-only file system (EROFS) to root, who would otherwise pass every check of file modes."""
+    folder = Path(run_dir)
+    while not folder.exists():
+        if folder.parent == folder:
+            return False
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    db = Path(run_dir) / SQLITE_NAME
+    return not db.exists() or os.access(db, os.W_OK)
 
 
 def _move_aside(db: Path) -> Path:

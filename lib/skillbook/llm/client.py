@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 
 import openai
 
-from .backends import DEFAULT_BACKEND, EMBEDDED_MODELS, BackendSpec, parse_backend
+from .backends import DEFAULT_BACKEND, EMBEDDED_MODELS, BackendSpec, backend_fingerprint, parse_backend
 from .cache import ResponseCache
 from .servers import ServerError, server_for
 
@@ -161,8 +161,9 @@ class LLM:
             self.identity = "gguf-sha256:" + EMBEDDED_MODELS[self.spec.model].sha256 + (
                 f"+{self.spec.adapter}" if self.spec.adapter else "")
         else:
-            self.identity = f"{self.spec.kind}:{self.spec.model}" + (f"+{self.spec.adapter}" if self.spec.adapter
-                                                                      else "")
+            # a served model is named by its id, never by where it is served (`backend_fingerprint`):
+            # `openai:<model>` whichever server of a fleet answers, `vllm:<id>[+lora-…]`
+            self.identity = backend_fingerprint(self.backend)
         self._client_lock = threading.Lock()
 
     # -- connection -------------------------------------------------------------------------------
@@ -219,6 +220,12 @@ class LLM:
             from .cache import ReplayMiss
             raise ReplayMiss(f"{self.backend}: SKILLBOOK_REPLAY_ONLY is set and this request is not in the "
                              "response cache (a replay that would need the model)")
+        if getattr(self.cache, "read_only", False):
+            # refused before the model is asked: its answer could not be kept, so the time would be lost
+            from .cache import ReplayMiss
+            raise ReplayMiss(f"{self.backend}: this request is not in the response cache, whose records are "
+                             "read-only (a replay that would need the model); copy the records to a folder "
+                             "you may write to run it live")
         if self._in_flight is not None:
             with self._in_flight:
                 # another thread may have asked the same request while this one waited

@@ -61,16 +61,21 @@ def validate_streams(streams: dict[str, list[str]], env_options: dict | None = N
 def settings_of(agent: Agent, env_options: dict | None, mode: str, envs=()) -> dict:
     """What must not change between a run and its resumption: agent config, model, seed, the memory
     policy with all its parameters, stream mode, env options (in one spelling), and the simulator revision
-    of each env in `envs` (the envs the run's tasks use) that has one."""
+    of each env in `envs` (the envs the run's tasks use) that has one.
+
+    The model is named by `llm.backend_fingerprint`: which model answers, not where it is served, so the
+    same model on a new port or a fleet that grew resumes its run (embedded backends are unchanged)."""
     from importlib import resources
 
     from ..agent.loop import AGENT_REVISION
+    from ..llm import backend_fingerprint
     from ..memory import content_hash
     options = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
     prompts = resources.files("skillbook.agent").joinpath("prompts")
     code = {"revision": AGENT_REVISION,
             "prompts": content_hash({p.name: p.read_text() for p in prompts.iterdir() if p.name.endswith(".txt")})}
-    settings = {"agent": asdict(agent.config), "agent_code": code, "backend": agent.llm.backend,
+    settings = {"agent": asdict(agent.config), "agent_code": code,
+                "backend": backend_fingerprint(agent.llm.backend),
                 "seed": agent.llm.seed, "memory": agent.memory.settings(), "mode": mode, "env_options": options}
     if simulators := simulator_revisions(envs):
         settings["simulators"] = simulators

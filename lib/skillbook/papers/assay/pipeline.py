@@ -34,7 +34,7 @@ import pandas as pd
 from ...agent import AgentConfig
 from ...agent.parsing import parse_json
 from ...envs import require_splits, task_texts
-from ...io import atomic_write_json
+from ...io import atomic_write_json, write_json_if_changed
 from ...prompts import load
 from ...run import Condition, load_condition, run_condition
 from ...skills.library import SkillLibrary
@@ -407,11 +407,13 @@ def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env:
 
 
 def save_attribution(path: Path, attribution: dict, settings: AssaySettings) -> None:
-    atomic_write_json(Path(path), {"settings": asdict(settings), "masked": MASK_PROTOCOL,
-                                   "skill_ids": attribution["skill_ids"],
-                                   "masks": attribution["masks"].astype(int).tolist(),
-                                   "outcomes": attribution["outcomes"].tolist(),
-                                   "C": [[None if np.isnan(v) else v for v in row] for row in attribution["C"]]})
+    # a replay derives the same file from the records: it writes nothing (read-only records replay too)
+    write_json_if_changed(Path(path), {"settings": asdict(settings), "masked": MASK_PROTOCOL,
+                                       "skill_ids": attribution["skill_ids"],
+                                       "masks": attribution["masks"].astype(int).tolist(),
+                                       "outcomes": attribution["outcomes"].tolist(),
+                                       "C": [[None if np.isnan(v) else v for v in row]
+                                             for row in attribution["C"]]})
 
 
 __all__ = ["AssaySettings", "OUTCOMES", "CONDITIONS", "DEFAULT_CONDITIONS", "MASK_PROTOCOL", "fingerprint",

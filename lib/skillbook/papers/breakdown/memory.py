@@ -16,6 +16,7 @@ fills the final outcome in from the stream's episode records (see the E.3 follow
 """
 from __future__ import annotations
 
+from ...llm.backends import backend_fingerprint
 from ...memory import MemoryPolicy, content_hash
 from ...records import Trajectory
 from ...skills.library import SkillLibrary
@@ -93,7 +94,7 @@ class InducedMemory(MemoryPolicy):
         return {**super().settings(), "format": self.format, "prompt_level": self.prompt_level, "k": self.k,
                 "threshold": self.threshold, "source": self.source, "frozen": self.frozen, "min_steps": self.min_steps,
                 "show": self.show, "library": content_hash(self.library.state()["skills"]) if len(self.library) else "",
-                "llm": self.llm.backend}
+                "llm": backend_fingerprint(self.llm.backend)}   # the model, not where it is served
 
     def callable_code(self, name: str) -> list[str] | None:
         for s in self.library:

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ...agent import AgentConfig
 from ...envs import sample_tasks
-from ...io import atomic_write_json, read_json
+from ...io import read_json, write_json_if_changed
 from ...memory import NoMemory, PlaceboMemory, content_hash
 from ...run import (Condition, Result, final_memory, frame, live_minutes, load_condition, run_condition,
                    run_conditions, run_sessions)
@@ -119,7 +119,7 @@ def run_transfer(root: str | Path, llm, spec: TransferSpec, workers: int = 1) ->
     run_dir = Path(root) / RECORDS
     conditions = [condition(c, llm, spec.agent, spec.prompt_level, spec.k, spec.threshold) for c in spec.conditions]
     run_conditions(run_dir, llm, conditions, spec.stream, spec.env_options, workers)
-    atomic_write_json(run_dir / "experiment.json", spec.__dict__, indent=1)
+    write_json_if_changed(run_dir / "experiment.json", spec.__dict__, indent=1)   # a replay writes nothing
     return load_transfer(root)
 
 

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from ...analysis import bootstrap_ci, spearman_ci
 from ...envs import (EnvPool, canonical_options, make_env, parse_task_id, parse_task_types,
                      simulator_revisions)
+from ...llm.backends import backend_fingerprint
 from ...run import RunDir
 from .credit import (ABLATIONS, NEUTRAL, Candidate, closed_loop_credit, judge_credit, judge_id, replay,
                      replay_ablation, spread, window_candidates)
@@ -121,7 +122,8 @@ def study_settings(llm, settings: GoldSettings, env_options: dict | None, envs=(
     extra = {"simulators": sim} if (sim := simulator_revisions(envs)) else {}
     return json.loads(json.dumps({**extra,
         "judge": {h: judge_id(h, s.judge_samples, s.neutral) for h in ABLATIONS},
-        "backend": llm.backend, "seed": llm.seed, "neutral": s.neutral, "closed_slack": s.closed_slack,
+        "backend": backend_fingerprint(llm.backend),   # the model, not where it is served
+        "seed": llm.seed, "neutral": s.neutral, "closed_slack": s.closed_slack,
         "agent": asdict(AgentConfig(**s.agent)),
         "env_options": {k: canonical_options(k, dict(v)) for k, v in (env_options or {}).items()}},
         sort_keys=True, default=str))

@@ -22,6 +22,11 @@ from .macros import add_macro, macro_skill, make_macro
 from .memory import CreditMemory
 
 
+# which credit makes macros: the judge's (the paper) or replay's (ground truth); the book's pre-flight
+# checks chapter 08's `credit_source` against it (`book.parameters`)
+CREDIT_SOURCES = ("judge", "replay")
+
+
 # -- the pipeline -------------------------------------------------------------------------------------------
 @dataclass
 class SkillCSettings:
@@ -38,8 +43,9 @@ class SkillCSettings:
     rerank: bool = False
 
     def validate(self) -> "SkillCSettings":
-        if self.credit_source not in ("judge", "replay"):
-            raise ValueError(f"unknown credit source {self.credit_source!r}; valid: judge, replay")
+        if self.credit_source not in CREDIT_SOURCES:
+            raise ValueError(f"unknown credit source {self.credit_source!r}; "
+                             f"valid: {', '.join(CREDIT_SOURCES)}")
         window_candidates(0, self.min_len, self.max_len)
         candidates([], kinds=self.kinds)
         return self
@@ -185,5 +191,5 @@ def credit_memory(library, settings: SkillCSettings):
                         rerank=settings.rerank)
 
 
-__all__ = ["SkillCSettings", "spread", "credit_table", "build_library", "library_source", "CONDITIONS", "SkillCRun", "run_skillc",
-           "credit_memory"]
+__all__ = ["SkillCSettings", "spread", "credit_table", "build_library", "library_source", "CONDITIONS",
+           "CREDIT_SOURCES", "SkillCRun", "run_skillc", "credit_memory"]

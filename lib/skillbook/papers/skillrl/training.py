@@ -74,7 +74,7 @@ import pandas as pd
 from ...agent import Agent, AgentConfig
 from ...agent.parsing import match_action, parse_reply
 from ...envs import make_env
-from ...io import atomic_write_json, atomic_write_text
+from ...io import atomic_write_json, atomic_write_text, write_json_if_changed
 from ...llm import EMBEDDED_MODELS, Completion, LLMError
 from ...llm.modelfiles import gguf_path, merged_gguf_path
 from ...records import Episode
@@ -827,7 +827,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
                             tasks["test"], env_options, 1, desc=f"test: {name}").episodes
         _stop(llm)
         frames.append(pd.DataFrame([e.row() for e in eps]).assign(condition=name, backend=backends[name]))
-    atomic_write_json(run_dir / "policies.json", {k: backends[k] for k in backends}, indent=1)
+    write_json_if_changed(run_dir / "policies.json", {k: backends[k] for k in backends}, indent=1)
     return TrainingRun({k: backends[k] for k in conditions}, sft_log, logs, banks, pd.DataFrame(rows_h),
                        pd.concat(frames, ignore_index=True), len(rows),
                        len(read_jsonl(data_dir / "states-round0.jsonl")), skipped)
