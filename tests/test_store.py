@@ -268,3 +268,29 @@ def test_committed_records_read_identically(tmp_path):
     assert len(_chunks(copy)) == n + 1 and after.keys() == before.keys()
     assert {k: v for k, v in after.items() if k != key} == {k: v for k, v in before.items() if k != key}
     assert after[key] == json.loads(json.dumps(again.to_dict()))
+
+
+def test_records_made_when_fingerprints_held_the_server_address_still_resume(tmp_path):
+    # Issue 33 item 9, the other half: a run.json written before `backend_fingerprint` holds the URLs; the
+    # same model served elsewhere resumes it (the recorded backend is read as the model, not its address).
+    old = {**SETTINGS, "backend": "openai:http://127.0.0.1:8001/v1#qwen",
+           "memory": {"name": "text", "llm": "openai:http://127.0.0.1:8001/v1,http://127.0.0.1:8002/v1#qwen"}}
+    store = RunDir(tmp_path)
+    store.check_or_start(old, {"s": TASKS[:2]})
+    now = {**SETTINGS, "backend": "openai:qwen", "memory": {"name": "text", "llm": "openai:qwen"}}
+    store.check_settings(now)                       # refused before: 'recorded with other settings (backend…)'
+    with pytest.raises(ValueError, match="backend"):
+        store.check_settings({**now, "backend": "openai:another-model"})
+
+
+def test_running_in_a_read_only_copy_says_so_instead_of_a_raw_oserror(tmp_path, monkeypatch):
+    # Issue 33 item 10, the other half: a replay takes no lock, but a run with episodes left in a read-only
+    # copy raised "OSError: [Errno 30] Read-only file system: '.lock'".
+    import errno
+    import os
+
+    def read_only(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(RecordError, match="cannot be written .*replay read-only.*writable copy"):
+        RunDir(tmp_path).lock()

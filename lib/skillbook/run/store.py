@@ -47,6 +47,7 @@ two writes: the episode is re-run, its model calls answered by the response cach
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import fnmatch
 import gzip
@@ -95,8 +96,15 @@ class RunDir:
     # -- the lock --------------------------------------------------------------------------------------
     def lock(self) -> "RunDir":
         """Hold the directory's lock (fcntl); a second process gets RunLocked naming the holder."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            # A read-only copy (a workshop share, a USB kit) replays without the lock; running needs one.
+            raise RecordError(f"{self.path} cannot be written ({e.strerror}): records replay read-only, but "
+                              "this run has episodes left to run; run it in a writable copy") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -184,7 +192,7 @@ class RunDir:
         m = manifest if manifest is not None else self.manifest()
         if m is None:
             return
-        recorded = m["settings"]
+        recorded = _served_anywhere(m["settings"])
         if "legacy" in recorded:
             # Records converted from the first record format, which fingerprinted only these fields; they
             # were made by the first agent loop (revision 1), so a later loop never takes them for its own.
@@ -359,6 +367,23 @@ class RunDir:
     def log_session(self, line: dict) -> None:
         with open(self.path / "sessions.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
+
+
+def _served_anywhere(settings: dict) -> dict:
+    """Recorded settings with every backend named as fingerprints name it now (`llm.backend_fingerprint`:
+    the model, not its address), so records made before that change by a served model still resume when
+    only the server's address changed. Embedded backends, the only ones committed, are unchanged."""
+    from ..llm.backends import backend_fingerprint
+    out = json.loads(json.dumps(settings))
+    if isinstance(out.get("backend"), str):
+        out["backend"] = backend_fingerprint(out["backend"])
+    memory = out.get("memory")
+    if isinstance(memory, dict) and isinstance(memory.get("llm"), str):
+        memory["llm"] = backend_fingerprint(memory["llm"])
+    tau2 = (out.get("env_options") or {}).get("tau2")
+    if isinstance(tau2, dict) and isinstance(tau2.get("user_backend"), str) and tau2["user_backend"]:
+        tau2["user_backend"] = backend_fingerprint(tau2["user_backend"])
+    return out
 
 
 def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
