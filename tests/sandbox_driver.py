@@ -4,15 +4,20 @@ As a script (stdlib only, so that an interpreter an unprivileged user can run wi
 
     python sandbox_driver.py PATH/TO/sandbox.py  < spec.json  > result.json
 
-A spec is {"mode": "run" | "load_check" | "unjailed" | "orphan", "definitions": [...], "call": [name, args],
-"limits": {...}, "observation_bytes": n}. The string "$PARENT_PID" in call arguments and definitions
-becomes the pid of the process that calls the sandbox (the skill's real parent).
+A spec is {"mode": "run" | "load_check" | "unjailed" | "orphan" | "reaper", "definitions": [...],
+"call": [name, args], "limits": {...}, "observation_bytes": n, "broken_jail": {...}, "calls": n}. The string
+"$PARENT_PID" in call arguments and definitions becomes the pid of the process that calls the sandbox (the
+skill's real parent). `broken_jail` breaks the jail after its probe passed: {"bwrap": path} runs that
+program instead of bwrap, {"nproc": n} sets RLIMIT_NPROC (the process limit) to n.
 """
 from __future__ import annotations
 
+import ctypes
+import dataclasses
 import importlib.util
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -70,8 +75,45 @@ def _substitute(value):
     return value
 
 
+def zombie_children() -> list[int]:
+    """Children of this process that died and were not reaped, from /proc."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            out.append(int(d))
+    return sorted(out)
+
+
 def execute(sandbox, spec: dict) -> dict:
     """Run the case; never raises (an exception from the sandbox is reported as `raised`)."""
+    broken = spec.get("broken_jail")
+    if not broken:
+        return _execute(sandbox, spec)
+    original, nproc = sandbox.jail, resource.getrlimit(resource.RLIMIT_NPROC)
+    try:
+        probed = original()
+    except Exception as e:  # noqa: BLE001
+        return {"raised": f"probe: {type(e).__name__}: {e}"}
+    try:
+        if "bwrap" in broken:
+            sandbox.jail = lambda: dataclasses.replace(probed, bwrap=broken["bwrap"])
+        if "nproc" in broken:
+            resource.setrlimit(resource.RLIMIT_NPROC, (broken["nproc"], nproc[1]))
+        return _execute(sandbox, spec)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NPROC, nproc)
+        sandbox.jail = original
+
+
+def _execute(sandbox, spec: dict) -> dict:
     issued, step = world(spec.get("observation_bytes", 0))
     call = [spec["call"][0], _substitute(spec["call"][1])] if spec.get("call") else None
     spec = {**spec, "definitions": _substitute(spec["definitions"])}
@@ -99,6 +141,7 @@ def execute(sandbox, spec: dict) -> dict:
                        commands=[list(c) for c in r.commands], seconds=r.seconds)
     except BaseException as e:  # noqa: BLE001 — the harness reports everything
         out["raised"] = f"{type(e).__name__}: {e}"
+        out["infrastructure"] = getattr(e, "infrastructure", False)
     out["wall"] = time.perf_counter() - t0
     out["leftover"] = sorted(set(descendants(os.getpid())) - before)
     return out
@@ -112,14 +155,23 @@ def orphan(sandbox, spec: dict) -> None:
     time.sleep(120)
 
 
+def reaper(sandbox, spec: dict) -> None:
+    """As a subreaper (what a container's PID 1 is), run the case `calls` times; print the results and the
+    children left as zombies (orphans are re-parented to a subreaper, which must reap them)."""
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)                     # PR_SET_CHILD_SUBREAPER
+    results = [_execute(sandbox, spec) for _ in range(spec.get("calls", 1))]
+    time.sleep(0.5)                                             # what is dying has died
+    print(json.dumps({"results": results, "zombies": zombie_children()}), flush=True)
+
+
 def main() -> None:
     loader = importlib.util.spec_from_file_location("jailed_sandbox", sys.argv[1])
     sandbox = importlib.util.module_from_spec(loader)
     sys.modules[loader.name] = sandbox   # dataclasses look their module up
     loader.loader.exec_module(sandbox)
     spec = json.loads(sys.stdin.read())
-    if spec.get("mode") == "orphan":
-        orphan(sandbox, spec)
+    if spec.get("mode") in ("orphan", "reaper"):
+        (orphan if spec["mode"] == "orphan" else reaper)(sandbox, spec)
         return
     print(json.dumps(execute(sandbox, spec)), flush=True)
 

@@ -400,3 +400,191 @@ def test_the_seccomp_program_is_well_formed(machine, arch):
     clone, socket_ = sandbox._REFUSED["clone"][column], sandbox._REFUSED["socket"][column]
     assert refused[clone] == 0x00050001 and refused[socket_] == 0x00050001 and refused[435] == 0x00050026
     assert sandbox.seccomp_filter("riscv64") is None
+
+
+# -- issue 33: SysV/POSIX IPC, root's identity, zombies, syslog -------------------------------------------
+
+SHM_HOG = dedent("""
+    def hog(env, chunks):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+        libc.shmdt.argtypes = [ctypes.c_void_p]
+        held = 0
+        for _ in range(chunks):                  # 64 MiB segments, attached, filled, detached (they stay)
+            sid = libc.shmget(0, 64 << 20, 0o1600)
+            if sid < 0:
+                return 'shmget refused %d after %d MiB' % (ctypes.get_errno(), held)
+            addr = libc.shmat(sid, None, 0)
+            if addr is None or addr == ctypes.c_void_p(-1).value:
+                return 'shmat refused %d after %d MiB' % (ctypes.get_errno(), held)
+            ctypes.memset(addr, 1, 64 << 20)
+            libc.shmdt(addr)
+            held += 64
+        return 'held %d MiB' % held
+""")
+
+IPC = dedent("""
+    def ipc(env):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        attempts = [('msgget', lambda: libc.msgget(0, 0o1600)), ('semget', lambda: libc.semget(0, 1, 0o1600)),
+                    ('mq_open', lambda: libc.mq_open(b'/skill', 0o100 | 2, 0o600, None))]
+        for name, attempt in attempts:
+            r = attempt()
+            env.step('%s refused %d' % (name, ctypes.get_errno()) if r == -1 else name + ' made')
+""")
+
+
+def test_sysv_shared_memory_cannot_escape_the_memory_limit(runner):
+    """The real case: shmget/shmat in a loop held 1.3 GB (root), 1.0 GB (unprivileged) against a 256 MB limit
+    (segments are not the process's address space once detached), until the 5 s CPU limit."""
+    r = contained(runner({"definitions": [SHM_HOG], "call": ["hog", [6]], "limits": {"memory_mb": 256}}))
+    assert r["ok"] and r["result"] == repr("shmget refused 1 after 0 MiB"), r
+
+
+def test_message_queues_and_semaphores_are_refused(runner):
+    r = contained(runner({"definitions": [IPC], "call": ["ipc", []]}))
+    assert r["issued"] == ["msgget refused 1", "semget refused 1", "mq_open refused 1"], r
+
+
+SYSLOG = dedent("""
+    def klog(env):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(4096)
+        for action in (3, 10):                  # SYSLOG_ACTION_READ_ALL, SYSLOG_ACTION_SIZE_BUFFER
+            r = libc.klogctl(action, buf, 4096)
+            env.step('%d refused %d' % (action, ctypes.get_errno()) if r < 0 else '%d read %d' % (action, r))
+""")
+
+
+def test_the_kernel_log_is_refused(runner):
+    """Refused by seccomp, not only by this host's kernel.dmesg_restrict=1 (see the seccomp test below)."""
+    r = contained(runner({"definitions": [SYSLOG], "call": ["klog", []]}))
+    assert r["issued"] == ["3 refused 1", "10 refused 1"], r
+
+
+def seccomp_verdict(prog: bytes, arch: int, nr: int) -> int:
+    """Runs the classic-BPF program on a seccomp_data {nr, arch, ip = 0, args = 0} (the instructions the
+    sandbox emits: load word, jump if equal / greater or equal, return)."""
+    import struct
+    ins = [struct.unpack("HBBI", prog[i:i + 8]) for i in range(0, len(prog), 8)]
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *[0] * 6)
+    pc, acc = 0, 0
+    for _ in range(len(ins)):
+        code, jt, jf, k = ins[pc]
+        if code == 0x20:
+            acc, pc = struct.unpack_from("=I", data, k)[0], pc + 1
+        elif code in (0x15, 0x35):
+            pc += 1 + (jt if (acc == k if code == 0x15 else acc >= k) else jf)
+        elif code == 0x06:
+            return k
+        else:
+            raise AssertionError(f"unexpected BPF instruction {code:#x}")
+    raise AssertionError("the program did not return")
+
+
+# (x86-64, arm64) numbers, from the kernel's syscall tables: written out here, not read from the sandbox
+REFUSED_CALLS = {
+    "syslog": (103, 116),
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197),
+    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+    "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182), "mq_timedreceive": (243, 183),
+    "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+    "clone": (56, 220), "unshare": (272, 97), "ptrace": (101, 117), "socket": (41, 198),
+}
+ALLOWED_CALLS = {"read": (0, 63), "write": (1, 64), "mmap": (9, 222), "exit_group": (231, 94)}
+
+
+@pytest.mark.parametrize("machine, arch, column", [("x86_64", 0xC000003E, 0), ("aarch64", 0xC00000B7, 1)])
+def test_the_seccomp_program_refuses_ipc_and_the_kernel_log(machine, arch, column):
+    """The issue's case: syslog(READ_ALL) was refused only because this host sets dmesg_restrict=1, and SysV
+    and POSIX IPC were allowed. Evaluates the program itself, so arm64 is checked on this machine too."""
+    prog = sandbox.seccomp_filter(machine)
+    for name, numbers in REFUSED_CALLS.items():
+        assert seccomp_verdict(prog, arch, numbers[column]) == 0x00050001, name           # EPERM
+    for name, numbers in ALLOWED_CALLS.items():
+        assert seccomp_verdict(prog, arch, numbers[column]) == 0x7FFF0000, name           # allowed
+    assert seccomp_verdict(prog, arch, 435) == 0x00050026                                  # clone3: ENOSYS
+    assert seccomp_verdict(prog, 0x40000003, 0) == 0x80000000                              # i386: killed
+
+
+@pytest.fixture()
+def root_only_files():
+    """Files only host root may read, in directories the jail shows: the interpreter's standard library and
+    /usr/lib. Mode 0600 (owner root) and 0040 (group root only)."""
+    if os.getuid() != 0:
+        pytest.skip("needs root: the files must belong to host root")
+    token = secrets.token_hex(8)
+    stdlib = os.path.realpath(os.path.dirname(os.__file__))
+    paths = []
+    try:
+        for d, mode in ((stdlib, 0o600), ("/usr/lib", 0o600), (stdlib, 0o040)):
+            path = os.path.join(d, f"skillbook-root-only-{token}-{len(paths)}.txt")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            paths.append(path)
+            os.write(fd, f"root-only-{token}".encode())
+            os.close(fd)
+            os.chown(path, 0, 0)
+            os.chmod(path, mode)
+        yield paths
+    finally:
+        for path in paths:
+            os.unlink(path)
+
+
+def test_a_skill_does_not_read_root_only_files(runner, root_only_files):
+    """The real case: run by root, the skill was host uid 0 in the jail (a user namespace mapping 65534 to
+    root) and read a root-only 0600 file under /usr/lib."""
+    r = contained(runner({"definitions": [THIEF], "call": ["thief", [root_only_files]]}))
+    assert len(r["issued"]) == 3 and all(a.startswith("blocked ") for a in r["issued"]), r["issued"]
+    if runner.name == "in-process":          # the files are visible there, so the refusal is the uid's
+        assert r["issued"] == ["blocked PermissionError"] * 3, r["issued"]
+
+
+WHOAMI = dedent("""
+    def whoami(env):
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)           # _LINUX_CAPABILITY_VERSION_3
+        caps = (ctypes.c_uint32 * 6)()
+        libc.capget(header, caps)
+        env.step('ids %s %s %s' % (os.getresuid(), os.getresgid(), os.getgroups()))
+        env.step('caps %s' % list(caps))
+        env.step('setuid(0) %d, setgid(0) %d' % (libc.setuid(0), libc.setgid(0)))
+        fds = []
+        for fd in range(3, 256):
+            try:
+                os.fstat(fd)
+                fds.append(fd)
+            except OSError:
+                pass
+        env.step('descriptors %s' % fds)
+""")
+
+
+def test_the_skill_is_nobody_without_capabilities(runner):
+    r = contained(runner({"definitions": [WHOAMI], "call": ["whoami", []]}))
+    ids = "ids (65534, 65534, 65534) (65534, 65534, 65534) "
+    assert r["issued"][0].startswith(ids) and r["issued"][1:] == ["caps [0, 0, 0, 0, 0, 0]",
+                                                                  "setuid(0) -1, setgid(0) -1",
+                                                                  "descriptors []"], r["issued"]
+    if runner.name == "in-process" and os.getuid() == 0:
+        assert r["issued"][0] == ids + "[]"       # root's supplementary groups are dropped too
+
+
+@pytest.mark.parametrize("who", ["this-user", "unprivileged"])
+def test_no_zombie_is_left_per_call(who):
+    """The real case: with the runner as a container's PID 1, 20 calls left 20 zombie bwrap processes (the
+    jail's init, re-parented to PID 1 when bwrap is killed). A subreaper is what PID 1 is here."""
+    u = unprivileged_runner()
+    if who == "this-user":
+        u = Unprivileged([], sys.executable, u.workdir, os.getuid(), os.getgid())
+    out = u({"mode": "reaper", "calls": 5, "definitions": ["def f(env):\n    return env.step('look')\n"],
+             "call": ["f", []]})
+    assert "results" in out, out
+    assert [r.get("ok") for r in out["results"]] == [True] * 5, out["results"]
+    assert out["zombies"] == [], f"{len(out['zombies'])} zombies after 5 calls"

@@ -24,6 +24,7 @@ from ..envs.base import Env, EnvError, Task
 from ..llm import LLM, Completion, LLMError
 from ..memory import MemoryPolicy, NoMemory
 from ..records import Call, Episode, Step, SubTrajectory
+from ..skills.sandbox import JailStartError
 from ..text import cut
 from .parsing import match_action, normalize, parse_reply, suggestions
 from .planner import PLANNERS, template
@@ -78,8 +79,9 @@ class Agent:
 
     # -- the episode ----------------------------------------------------------------------------------
     def run(self, env: Env, task: Task | str, *, stream: str = "", position: int = 0) -> Episode:
-        """One episode. Simulator and model failures (EnvError, LLMError) end it with `error` set: the
-        runner treats such an episode as an infrastructure error, not as the agent's failure."""
+        """One episode. Simulator, model and jail-start failures (EnvError, LLMError, JailStartError) end it
+        with `error` set: the runner treats such an episode as an infrastructure error, not as the agent's
+        failure."""
         cfg = self.config
         task = env.task(task) if isinstance(task, str) else task
         ep = Episode(task_id=task.id, env=task.env, task_type=task.task_type, split=task.split, agent=cfg.level,
@@ -96,7 +98,7 @@ class Agent:
             ep.calls += self.memory.pop_calls()
             if env.conversational:
                 ep.transcript = env.conversation()
-        except (EnvError, LLMError) as e:
+        except (EnvError, LLMError, JailStartError) as e:
             if isinstance(e, LLMError) and not e.retryable:
                 # the request itself was refused (e.g. longer than the context): the agent's own outcome
                 ep.stop_reason, ep.note = "llm_rejected", str(e)

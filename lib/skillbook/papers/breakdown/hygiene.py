@@ -5,7 +5,9 @@
 * code: a new skill defining a function name that exists overwrites that skill; otherwise one whose
   description has cosine ≥ 0.85 with an existing code skill is dropped;
 * code: a skill that fails to load (in the sandbox) is deleted, and so are the code skills that call it;
-  so is one that cannot be load-checked because this machine has no jail (sandbox.JailUnavailable).
+  so is one that cannot be load-checked because this machine has no jail (sandbox.JailUnavailable). A
+  jail that failed to start (sandbox.JailStartError) says nothing about the skill: it propagates, and the
+  runner retries the episode from the memory saved before it (nothing is deleted).
 
 An overwrite is a new *version* of the same skill, not a new skill: it keeps the skill's id, its
 retrieval statistics and its birth (`created_at`), and the versions it replaced are kept in order in
@@ -137,7 +139,7 @@ def add_with_hygiene(library: SkillLibrary, skill: Skill, merge_bodies: Callable
         library.log("added", skill=skill.id, function=name)
         event = "added"
     try:
-        error = load_check(definitions(library, skill))
+        error = load_check(definitions(library, skill))   # JailStartError (infrastructure) propagates
     except sandbox.JailUnavailable as e:   # a code skill that cannot be checked (no jail) is not kept
         error = f"cannot be load-checked: {e}"
     if error:
