@@ -3,6 +3,14 @@
     concurrency    aggregate generation throughput with 1, 2 and 4 concurrent requests (target: 4 ≥ 1.6× one)
     prompt cache   a step whose prompt extends the previous one vs the same prompt cold (target ≥ 5×)
     replay         a cached answer vs the live call that produced it
+    profile        where an episode's time goes (`--profile`): every model call of the first paper's subtask
+                   conditions without memory and with self-induced text skills, live from an empty response
+                   cache on distinct dev games, per role — prompt tokens, tokens llama.cpp evaluated, tokens
+                   generated, seconds, and llama.cpp's rates beside its own rates for a pure prefill and a
+                   pure generation on this machine (`laboratory.episode_profile`, `profile_table`)
+    serving        a serving option (`--serving speculative=ngram`) against the default: the same episodes
+                   live from empty caches with each, their elapsed times, and whether the records are
+                   identical (`run.compare`); a serving change is kept only if they are
 
 Results go to runs/bench/ (bench.json and bench.png). Every request here is new to the response cache
 (a nonce or a fresh sampling seed), so replayed answers never flatter the live numbers.
@@ -190,6 +198,66 @@ def catalogue_scoring(n_skills: int = 100, n_tasks: int = 24_000, n_pairs: int =
             "max_abs_sampled_minus_exact": float((r.specificity_sampled - r.specificity).abs().max())}
 
 
+PROFILE_SETTING = {"twx": {"game_params": {"coin": {"numLocations": 3, "numDistractorItems": 0, "includeDoors": 0,
+                                                    "limitInventorySize": 0}}}}
+PROFILE_AGENT = {"max_steps": 20, "max_subtasks": 15, "max_subtask_steps": 10}   # chapter 09's budgets
+
+
+def profile_tasks(n: int) -> list[str]:
+    """The first `n` dev seeds of coin with three rooms that are distinct games (`envs.units`)."""
+    from skillbook.envs import units
+    ids = [f"twx/coin/dev/{i}" for i in range(max(40, 4 * n))]
+    u = units(ids, PROFILE_SETTING, progress=False)
+    return list(u.drop_duplicates().index[:n])
+
+
+def episode_profile_bench(backend: str, n_games: int, out) -> dict:
+    """`--profile`: the per-role profile of `laboratory.episode_profile` on `n_games` distinct dev games,
+    beside llama.cpp's reference rates, live from an empty response cache (a temporary run folder)."""
+    import tempfile
+
+    from skillbook.book.laboratory import episode_profile, profile_table, reference_rates
+    llm = LLM(backend, ResponseCache()).warm_up()
+    reference = reference_rates(llm)
+    tasks = profile_tasks(n_games)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        prof = episode_profile(llm, tmp, tasks, agent=PROFILE_AGENT, env_options=PROFILE_SETTING)
+        elapsed = time.perf_counter() - t0
+    table = profile_table(prof, reference)
+    prof.to_csv(out / "profile.csv", index=False)
+    per_episode = prof[~prof.cached].groupby("condition").latency_s.sum() / prof.groupby("condition").task_id.nunique()
+    return {"tasks": tasks, "reference": reference, "elapsed_s": elapsed,
+            "model_seconds_per_episode": per_episode.to_dict(),
+            "table": json.loads(table.reset_index().to_json(orient="records"))}
+
+
+def serving_check(backend: str, options: dict, n_games: int) -> dict:
+    """`--serving`: subtask-text (every role) on `n_games` distinct dev games live from empty caches, once
+    with the default serving and once with `options`; elapsed seconds of each and the records compared."""
+    import tempfile
+
+    from skillbook.book.laboratory import episode_profile
+    from skillbook.llm import stop_all
+    from skillbook.run.compare import compare_records
+    tasks = profile_tasks(n_games)
+    elapsed = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, so in (("default", {}), ("changed", options)):
+            cache = ResponseCache.for_run(f"{tmp}/{name}")
+            llm = LLM(backend, cache, **so).warm_up()
+            t0 = time.perf_counter()
+            episode_profile(llm, f"{tmp}/{name}", tasks, conditions=("subtask-text",), agent=PROFILE_AGENT,
+                            env_options=PROFILE_SETTING)
+            elapsed[name] = time.perf_counter() - t0
+            cache.save()
+            cache.close()
+            stop_all()
+        diff = compare_records(f"{tmp}/default", f"{tmp}/changed")
+    return {"options": options, "tasks": tasks, "elapsed_s": elapsed, "speedup": elapsed["default"] / elapsed["changed"],
+            "identical_records": not diff, "first_differences": diff[:5]}
+
+
 def print_analysis(r: dict, u: dict, c: dict) -> None:
     print(f"{'top-5 retrieval, 10,000 skills (ms per query)':45s} {r['top5_ms_per_query']:10.3f}   ≤ 2"
           + ("  ok" if r["top5_ms_per_query"] <= 2 else "  ABOVE TARGET"))
@@ -212,7 +280,33 @@ def main() -> None:
     ap.add_argument("--skip-agent", action="store_true", help="only the model-server ratios")
     ap.add_argument("--analysis-only", action="store_true",
                     help="only what needs no model: retrieval, embedding cache, utility scoring (stream and catalogue)")
+    ap.add_argument("--profile", type=int, default=0, metavar="GAMES",
+                    help="only the episode profile, on this many distinct dev games (issue 35)")
+    ap.add_argument("--serving", default="", metavar="KEY=VALUE[,…]",
+                    help="only the serving check of these server options, e.g. speculative=ngram")
     args = ap.parse_args()
+
+    out = project_root() / "runs" / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        r = episode_profile_bench(args.backend, args.profile, out)
+        (out / "profile.json").write_text(json.dumps(r, indent=1) + "\n")
+        import pandas as pd
+        print(pd.DataFrame(r["table"]).set_index(["condition", "role"]).round(2).to_string())
+        print("reference (llama.cpp's own timings): prefill {prefill_tok_s:.1f} tok/s, generation "
+              "{generation_tok_s:.1f} tok/s".format(**r["reference"]))
+        print("model seconds per episode: " + ", ".join(f"{k} {v:.0f} s" for k, v in
+                                                         r["model_seconds_per_episode"].items()))
+        return
+    if args.serving:
+        options = dict(kv.split("=", 1) for kv in args.serving.split(","))
+        options = {k: int(v) if v.isdigit() else v for k, v in options.items()}
+        r = serving_check(args.backend, options, 2)
+        (out / f"serving-{'-'.join(f'{k}_{v}' for k, v in options.items())}.json").write_text(
+            json.dumps(r, indent=1) + "\n")
+        print(f"{args.serving}: {r['speedup']:.2f}× the default's speed; records "
+              + ("identical" if r["identical_records"] else f"DIFFER: {r['first_differences'][:2]}"))
+        return
 
     if args.analysis_only:
         r, u, c = retrieval(), utility_scoring(), catalogue_scoring()
@@ -269,8 +363,6 @@ def main() -> None:
     print("generation tokens/s at 1/2/4 concurrent: " + ", ".join(f"{v:.1f}" for v in tput.values()))
     print(f"prompt: cold {cold:.2f} s, extended {warm:.2f} s; replay: live {live:.3f} s, cached {cached * 1e3:.2f} ms")
 
-    out = project_root() / "runs" / "bench"
-    out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(results, indent=1) + "\n")
     import matplotlib
     matplotlib.use("Agg")

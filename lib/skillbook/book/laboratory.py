@@ -1,6 +1,9 @@
 """Measurements of the laboratory chapter: model speed, a gold trajectory, the cost of a model step."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 
 from ..envs.base import Env
@@ -72,3 +75,83 @@ def step_costs(llm: LLM, env: Env, task_id: str, steps: int = 3) -> pd.DataFrame
                      "dependency_1e9": dependency(c.prompt_tokens, c.completion_tokens), "action": s.action,
                      "valid_action": s.valid, "score": s.score, "cached": c.cached})
     return pd.DataFrame(rows)
+
+
+# -- where an episode's time goes (issue 35) ---------------------------------------------------------------
+PROFILE_COLUMNS = ["condition", "task_id", "role", "prompt_tokens", "evaluated", "reused", "output",
+                   "prompt_ms", "generation_ms", "latency_s", "cached"]
+
+
+def episode_profile(llm: LLM, run_dir, tasks: list[str], conditions=("subtask-none", "subtask-text"),
+                    env_options: dict | None = None, agent: dict | None = None) -> pd.DataFrame:
+    """Run the first paper's conditions on `tasks` in `run_dir` and return one row per model call: its role
+    (executor, planner, summarizer, induction, merge, …), its prompt tokens, the tokens llama.cpp actually
+    evaluated (`prompt_n` of its own timings: the rest came from its prompt cache, `reused`), the tokens it
+    generated, and llama.cpp's milliseconds for each part. Run it with an empty response cache: a cache hit
+    carries the latency of the call that first produced it and says nothing about this machine.
+
+    The server's timings reach the record of a call only as `new_prompt_tokens`; the rest is taken here from
+    each answer as it returns (the calls are sequential, and a call's latency identifies it)."""
+    from ..papers.breakdown.pipeline import condition
+    from ..run import load_condition, run_condition
+    seen: dict[float, dict] = {}
+    chat = llm.chat
+
+    def timed(*args, **kwargs):
+        c = chat(*args, **kwargs)
+        seen[c.latency_s] = c.server_timings or {}
+        return c
+    llm.chat = timed
+    try:
+        for name in conditions:
+            c = condition(name, llm, agent or {})
+            run_condition(Path(run_dir) / name, llm, c, tasks, env_options, desc=f"profile {name}")
+    finally:
+        del llm.chat                      # the instance attribute: back to the class's method
+    rows = []
+    for name in conditions:
+        for e in load_condition(Path(run_dir) / name).episodes:
+            for call in e.calls:
+                t = seen.get(call.latency_s, {}) if not call.cached else {}
+                evaluated = t.get("prompt_n", call.new_prompt_tokens)
+                rows.append({"condition": name, "task_id": e.task_id, "role": call.role,
+                             "prompt_tokens": call.prompt_tokens, "evaluated": evaluated,
+                             "reused": t.get("cache_n"), "output": t.get("predicted_n", call.completion_tokens),
+                             "prompt_ms": t.get("prompt_ms"), "generation_ms": t.get("predicted_ms"),
+                             "latency_s": call.latency_s, "cached": call.cached})
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
+
+
+def profile_table(profile: pd.DataFrame, reference: dict | None = None) -> pd.DataFrame:
+    """Per condition and role, over live calls: calls per episode, median prompt / evaluated / output
+    tokens, the median seconds of a call, the share of the condition's model time, and llama.cpp's rates
+    (evaluated tokens per second of prompt time, output tokens per second of generation time) — beside
+    `reference` (`reference_rates`), the rates of a pure prefill and a pure generation on this machine."""
+    live = profile[~profile.cached.astype(bool)]
+    episodes = profile.groupby("condition").task_id.nunique()
+    total = live.groupby("condition").latency_s.sum()
+    rows = []
+    for (cond, role), g in live.groupby(["condition", "role"], sort=False):
+        pms, gms = g.prompt_ms.astype(float), g.generation_ms.astype(float)
+        rows.append({"condition": cond, "role": role, "calls per episode": len(g) / episodes[cond],
+                     "prompt tokens": g.prompt_tokens.median(), "evaluated": g.evaluated.astype(float).median(),
+                     "output": g.output.astype(float).median(), "seconds": g.latency_s.median(),
+                     "share of time": g.latency_s.sum() / total[cond],
+                     "prefill tok/s": g.evaluated.astype(float).sum() / (pms.sum() / 1e3) if pms.sum() else np.nan,
+                     "generation tok/s": g.output.astype(float).sum() / (gms.sum() / 1e3) if gms.sum() else np.nan})
+    out = pd.DataFrame(rows).set_index(["condition", "role"])
+    if reference:
+        out["prefill vs reference"] = out["prefill tok/s"] / reference["prefill_tok_s"]
+        out["generation vs reference"] = out["generation tok/s"] / reference["generation_tok_s"]
+    return out
+
+
+def reference_rates(llm: LLM, trials: int = 3) -> dict:
+    """llama.cpp's own rates for this model on this machine, from its timings of a cold ~600-token prefill
+    and of 128 generated tokens (`measure_speed`; medians): the physical reference the agent's calls are
+    compared with. (xllamacpp ships the server, not the llama-bench tool; these are the same build's
+    own timings.)"""
+    speed = measure_speed(llm, trials=trials)
+    rate = speed.groupby("kind").tokens_per_s.median()
+    return {"prefill_tok_s": float(rate["prompt"]), "generation_tok_s": float(rate["generation"]),
+            "prefill_tokens": int(speed[speed.kind == "prompt"].prompt_tokens.median())}

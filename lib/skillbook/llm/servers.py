@@ -106,7 +106,14 @@ class EmbeddedServer(_ChildServer):
     """A packaged GGUF served by llama.cpp (xllamacpp) on 127.0.0.1 with parallel slots and prompt caching."""
 
     def __init__(self, model: str, parallel: int = 4, ctx_per_slot: int = 8192, threads: int | None = None,
-                 adapter: str = ""):
+                 adapter: str = "", batch: int = 0, ubatch: int = 0, speculative: str = "none",
+                 draft: str = "qwen2.5-coder-0.5b", draft_max: int = 8):
+        """`speculative`: "none", "ngram" (drafts looked up in the prompt) or "draft" (the packaged `draft`
+        model proposes); `batch`/`ubatch` llama.cpp's batch sizes (0: its defaults). Serving options only:
+        they decide how fast an answer comes, and `make bench` checks that they leave answers unchanged."""
+        from .server import SPECULATIVE
+        if speculative not in SPECULATIVE:
+            raise BackendError(f"speculative must be one of {', '.join(SPECULATIVE)}, got {speculative!r}")
         super().__init__()
         self.model = model
         self.name = f"embedded-{model}" + (f"+{adapter}" if adapter else "")
@@ -114,11 +121,22 @@ class EmbeddedServer(_ChildServer):
         self.ctx_per_slot = ctx_per_slot
         self.threads = threads or os.cpu_count() or 2
         self.gguf = gguf_path(model, adapter)
+        self.batch, self.ubatch, self.speculative, self.draft_max = batch, ubatch, speculative, draft_max
+        self.draft_gguf = gguf_path(draft, "") if speculative == "draft" else None
 
     def _command(self) -> list[str]:
-        return [sys.executable, "-m", "skillbook.llm.server", "--gguf", str(self.gguf), "--alias", self.model,
-                "--parallel", str(self.parallel), "--ctx-per-slot", str(self.ctx_per_slot),
-                "--threads", str(self.threads)]
+        cmd = [sys.executable, "-m", "skillbook.llm.server", "--gguf", str(self.gguf), "--alias", self.model,
+               "--parallel", str(self.parallel), "--ctx-per-slot", str(self.ctx_per_slot),
+               "--threads", str(self.threads)]
+        if self.batch:
+            cmd += ["--batch", str(self.batch)]
+        if self.ubatch:
+            cmd += ["--ubatch", str(self.ubatch)]
+        if self.speculative != "none":
+            cmd += ["--speculative", self.speculative, "--draft-max", str(self.draft_max)]
+            if self.draft_gguf:
+                cmd += ["--draft-gguf", str(self.draft_gguf)]
+        return cmd
 
 
 class VLLMServer(_ChildServer):

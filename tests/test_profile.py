@@ -1,0 +1,59 @@
+"""Where an episode's time goes (issue 35): the per-call profile of the first paper's conditions, read from
+llama.cpp's own timings. Control flow only, with the fake world and a fake model whose answers carry
+timings as llama.cpp's server sends them."""
+import itertools
+
+import pandas as pd
+from fakes import FakeModel, fake_env  # noqa: F401  (fixture)
+from test_breakdown_pipeline import TypedInducer
+
+from skillbook.book.laboratory import episode_profile, profile_table
+
+_clock = itertools.count(1)
+
+
+class TimedModel(TypedInducer):
+    """A fake model that reports llama.cpp-style timings: every prompt token but the last 10 of the previous
+    prompt is evaluated, 2 ms a token, and 50 ms per generated token; each call a distinct latency."""
+
+    def chat(self, messages, **kw):
+        c = super().chat(messages, **kw)
+        c.latency_s = 0.001 * next(_clock)
+        c.server_timings = {"prompt_n": min(c.prompt_tokens, 10), "cache_n": max(0, c.prompt_tokens - 10),
+                            "predicted_n": c.completion_tokens, "prompt_ms": 2.0 * min(c.prompt_tokens, 10),
+                            "predicted_ms": 50.0 * c.completion_tokens}
+        return c
+
+
+def test_every_call_of_every_condition_is_profiled_with_the_servers_own_timings(fake_env, tmp_path):
+    llm = TimedModel()
+    tasks = ["fake/count/dev/0", "fake/fetch/dev/0"]
+    prof = episode_profile(llm, tmp_path, tasks, conditions=("subtask-none", "subtask-text"),
+                           agent={"max_steps": 6})
+    assert set(prof.condition) == {"subtask-none", "subtask-text"}
+    assert {"executor", "planner", "summarizer"} <= set(prof.role)
+    assert "induction" in set(prof[prof.condition == "subtask-text"].role)
+    live = prof[~prof.cached]
+    assert (live.evaluated <= 10).all() and live.reused.notna().all() and live.generation_ms.notna().all()
+    assert "chat" not in vars(llm)                   # the capturing wrapper is removed afterwards
+    table = profile_table(prof, {"prefill_tok_s": 500.0, "generation_tok_s": 20.0})
+    ex = table.loc[("subtask-none", "executor")]
+    assert ex["prefill tok/s"] == 500.0 and ex["generation tok/s"] == 20.0      # 2 ms and 50 ms a token
+    assert ex["prefill vs reference"] == 1.0 and ex["generation vs reference"] == 1.0
+    shares = table["share of time"].groupby(level="condition").sum()
+    assert shares.round(6).eq(1.0).all()
+    assert isinstance(table, pd.DataFrame)
+
+
+def test_serving_options_reach_the_server_command_and_bad_ones_are_named():
+    import pytest
+    from skillbook.llm.backends import BackendError
+    from skillbook.llm.servers import EmbeddedServer
+    s = EmbeddedServer.__new__(EmbeddedServer)          # no GGUF needed to build the command
+    s.model, s.gguf, s.parallel, s.ctx_per_slot, s.threads = "m", "/x.gguf", 1, 8192, 2
+    s.batch, s.ubatch, s.speculative, s.draft_max, s.draft_gguf = 256, 128, "ngram", 6, None
+    cmd = EmbeddedServer._command(s)
+    assert cmd[cmd.index("--batch") + 1] == "256" and cmd[cmd.index("--ubatch") + 1] == "128"
+    assert cmd[cmd.index("--speculative") + 1] == "ngram" and "--draft-gguf" not in cmd
+    with pytest.raises(BackendError, match="speculative must be one of none, ngram, draft"):
+        EmbeddedServer("qwen2.5-coder-0.5b", speculative="eagle")
