@@ -7,6 +7,7 @@
 #   make rerun CHAPTER=05_utility SET="n_buckets=4" [RUN=mine] [LIVE=1]
 #                                    re-execute one chapter with changed parameters into runs/$(RUN)/
 #   make html RUN=mine               the book with runs/mine/'s chapters in place of the profile's
+#   make bench [BENCH="--profile 3"]  speed ratios; --profile: where an episode's time goes (issue 35)
 #   make offline-kit DIR=/media/usb/kit   everything a participant needs, in one folder (needs network)
 #   make install-offline DIR=/media/usb/kit   install from that folder with no network (workshop.md)
 PROFILE ?= workshop
@@ -18,6 +19,7 @@ RAY_ADDRESS ?=
 ACTORS  ?=
 PYTHON  ?= python3
 DIR     ?=
+BENCH   ?=
 # The CPU wheel of torch, pinned: installed first so that no dependency pulls a multi-GB CUDA build.
 TORCH   := torch==2.13.0
 VENV    := .venv
@@ -81,8 +83,9 @@ test: install check-java $(CLUSTER)
 test-exercises: install check-java
 	$(PY) -m pytest -q -m exercises tests/test_exercises.py
 
+# make bench [BENCH="--profile 3" | BENCH="--serving speculative=ngram"]: the ratios, or one study of them
 bench: install
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH)
 
 # The study of chapter 09: hours of model time, run in the background across sittings (resumable).
 study: install check-java
