@@ -386,3 +386,14 @@ def test_the_frozen_registration_is_the_commit_verbatim():
     log = study.amendments(root / "runs" / "study")
     assert list(log.columns) == ["date", "commit", "when", "change"] and log.date.is_monotonic_increasing
     assert "f75a539" in set(log.commit)
+
+
+def test_the_library_paragraph_is_written_from_its_tables():
+    # The chapter once typed "616 writes became 5 skills" by hand: wrong for any other run (smoke, ci).
+    health = pd.Series({"skills": 5, "writes": 616, "strict subset": 0.0016})
+    lib = pd.DataFrame({"description": ["Search the kitchen for the coin.", "Take the coin."], "lines": [35, 7],
+                        "characters": [519, 580], "writes": [534, 2], "from successes": [3, 0]})
+    text = study.library_text(health, lib)
+    assert "616 writes became 5 skills" in text and "absorbed 534 writes, 3 of them" in text
+    assert "35 lines" in text and "0.2% of the retrievals" in text
+    assert study.library_text(health, pd.DataFrame()).endswith("No skill was kept.")

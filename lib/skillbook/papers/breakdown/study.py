@@ -412,6 +412,20 @@ def library_health(root: str | Path, design: StudyDesign) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame()
 
 
+def library_text(health: pd.Series, library: pd.DataFrame) -> str:
+    """What one memory stream's library was, in words, from its `library_health` row and `final_library`."""
+    if library.empty:
+        return "**What the library was.** No skill was kept."
+    top = library.sort_values("writes", ascending=False).iloc[0]
+    return (f"**What the library was.** {int(health['writes'])} writes became {int(health['skills'])} skills: a "
+            "new skill whose description has cosine ≥ 0.85 with a kept one is merged into it (the paper's "
+            f"appendix-B rule). The largest, \"{top['description']}\", absorbed {int(top['writes'])} writes, "
+            f"{int(top['from successes'])} of them from successful spans, and has {int(top['lines'])} lines. "
+            f"{health['strict subset']:.1%} of the retrievals chose fewer skills than the library held. Whether "
+            "merging as implemented is the paper's rule or a defect is for the next study to settle, which "
+            "registers these figures in advance.")
+
+
 def final_library(root: str | Path, condition: str) -> pd.DataFrame:
     """The final library of one memory stream, a row per skill: description, lines, characters, the writes
     merged into it and how many of them came from a successful span."""
