@@ -294,3 +294,11 @@ def test_running_in_a_read_only_copy_says_so_instead_of_a_raw_oserror(tmp_path, 
     monkeypatch.setattr(os, "open", read_only)
     with pytest.raises(RecordError, match="cannot be written .*replay read-only.*writable copy"):
         RunDir(tmp_path).lock()
+
+
+def test_recorded_fingerprints_are_read_as_they_are():
+    # Real case (CI run of this change): a run.json written by the current code holds 'openai:fake', which
+    # is no backend string; reading it as the model must not parse it as one.
+    from skillbook.llm.backends import backend_fingerprint
+    assert backend_fingerprint("openai:fake") == "openai:fake"
+    assert backend_fingerprint(backend_fingerprint("openai:http://h:1/v1#m")) == "openai:m"

@@ -131,4 +131,6 @@ def backend_fingerprint(backend: str) -> str:
     were made with. A string that is no backend (a test's fake model) is returned as it is."""
     if not (isinstance(backend, str) and backend.strip().lower().startswith("openai:")):
         return backend
+    if "#" not in backend:        # already a fingerprint ('openai:<model>'): idempotent
+        return backend
     return f"openai:{parse_backend(backend).model}"
