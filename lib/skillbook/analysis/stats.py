@@ -1,7 +1,10 @@
 """Statistics for the chapters' comparisons, valid at the small n the book runs at.
 
 Units. A task is the unit of every paired comparison: a condition's outcomes on one task are averaged
-first (`paired_difference`), so repeated episodes of a task never count as independent evidence. Where
+first (`paired_difference`), so repeated episodes of a task never count as independent evidence. Tasks
+that are the same game (`envs.units`: a TextWorldExpress setting with few games repeats them across seeds)
+are not independent either: with `units=` the test moves to the games (`sign_flip_test`, exact over the
+game totals) and the claims table's n counts games. Where
 episodes are the rows (a regression over episodes, a correlation over skills from a few runs), the
 interval is clustered on the unit that ties rows together (`cluster_slope`, `spearman_ci(groups=...)`),
 and `dedupe_episodes` removes rows recorded twice.
@@ -16,6 +19,8 @@ Which interval, which test (formulas in each docstring):
   sign test;
 * a slope over clustered rows: OLS with a cluster-robust (CR1 or CR2) variance, t with G − 1 df;
 * a rank correlation over clustered rows: Spearman's ρ with a cluster (whole-group) bootstrap;
+* paired outcomes on repeated games: the exact sign-flip test of the games' totals and the interval that
+  inverts it (`sign_flip_test`, used by `paired_difference(units=...)`);
 * several claims: Holm's step-down adjustment (`holm`, used by `claims.claims_table`).
 
 Power. `mde_paired_binary` is the smallest difference the exact McNemar test detects with 80% power,
