@@ -382,7 +382,7 @@ def test_the_frozen_registration_is_the_commit_verbatim():
     if not have:
         pytest.skip("this copy has no git history")
     assert frozen == study.registration_markdown(root)
-    assert "can therefore at best be\n> \"not resolved\" here" in frozen     # the sentence later softened
+    assert "can therefore at best be\n\"not resolved\" here" in frozen     # the sentence later softened
     log = study.amendments(root / "runs" / "study")
     assert list(log.columns) == ["date", "commit", "when", "change"] and log.date.is_monotonic_increasing
     assert "f75a539" in set(log.commit)

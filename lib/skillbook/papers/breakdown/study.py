@@ -474,8 +474,10 @@ def registration_markdown(project: str | Path, commit: str = REGISTRATION_COMMIT
     nb = json.loads(_git("show", f"{commit}:chapters/09_study.ipynb", cwd=project))
     cells = ["".join(nb["cells"][i]["source"]) for i in REGISTERED_CELLS]
     date = _git("show", "-s", "--format=%ad", "--date=iso-strict", commit, cwd=project)
+    # The design text as its Markdown source, not rendered: verbatim, and its headings stay out of the page's
+    # table of contents.
     return (f"Registered in commit `{commit[:12]}` ({date}).\n\n**`profiles/study.yml`**\n\n```yaml\n{profile}\n```\n\n"
-            "**Chapter 09's design text**\n\n" + "\n\n".join("> " + c.replace("\n", "\n> ") for c in cells) + "\n")
+            "**Chapter 09's design text** (its Markdown source)\n\n````markdown\n" + "\n\n".join(cells) + "\n````\n")
 
 
 def freeze_registration(project: str | Path, root: str | Path, commit: str = REGISTRATION_COMMIT) -> Path:
