@@ -33,9 +33,8 @@ def world(observation_bytes: int = 0):
     return issued, step
 
 
-def descendants(root: int) -> list[int]:
-    """Live (non-zombie) processes below `root`, from /proc."""
-    children: dict[int, list[int]] = {}
+def processes():
+    """(pid, state letter, parent pid) of every process in /proc that can still be read."""
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -45,8 +44,15 @@ def descendants(root: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(d))
+        yield int(d), fields[0], int(fields[1])
+
+
+def descendants(root: int) -> list[int]:
+    """Live (non-zombie) processes below `root`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for pid, state, parent in processes():
+        if state != "Z":
+            children.setdefault(parent, []).append(pid)
     out, todo = [], [root]
     while todo:
         for c in children.get(todo.pop(), []):
@@ -77,19 +83,7 @@ def _substitute(value):
 
 def zombie_children() -> list[int]:
     """Children of this process that died and were not reaped, from /proc."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] == "Z" and int(fields[1]) == os.getpid():
-            out.append(int(d))
-    return sorted(out)
+    return sorted(pid for pid, state, parent in processes() if state == "Z" and parent == os.getpid())
 
 
 def execute(sandbox, spec: dict) -> dict:

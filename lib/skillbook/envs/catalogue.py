@@ -35,27 +35,37 @@ def _difficulty_file(env: Env):
     return cache_dir() / "splits" / f"{env._splits_file().stem}-gold-length.json"
 
 
+def computed_once(path, keys, compute, desc: str, progress: bool = True, save_every: int = SAVE_EVERY) -> dict:
+    """key → compute(key), read from the JSON file `path` where known and computed (then kept there) for the
+    rest: what a per-task fact of a simulator costs to find out once (a gold path, the game a seed makes).
+    A JVM that hung or died gets one more try with a fresh one; what was computed is saved every
+    `save_every` keys and kept even when a later key fails."""
+    known = json.loads(path.read_text()) if path.exists() else {}
+    todo = [k for k in dict.fromkeys(keys) if k not in known]
+    new = 0
+    try:
+        for k in tqdm(todo, desc=desc, disable=not progress or not todo):
+            try:
+                known[k] = compute(k)
+            except SimulatorError:   # a JVM that hung or died (a loaded machine): a fresh one tries again
+                known[k] = compute(k)
+            new += 1
+            if new % save_every == 0:
+                atomic_write_json(path, known)
+    finally:   # what was computed is kept even when a later task fails
+        if new:
+            atomic_write_json(path, known)
+    return known
+
+
 def gold_lengths(env: Env, tasks: list[Task], progress: bool = True) -> dict[str, int]:
     """Length of the benchmark's gold action sequence per task: the difficulty signal.
 
     Computed once per task (ScienceWorld needs ~0.5 s per task to plan it) and kept on disk.
     """
-    path = _difficulty_file(env)
-    known = json.loads(path.read_text()) if path.exists() else {}
-    todo = [t for t in tasks if t.id not in known]
-    new = 0
-    try:
-        for t in tqdm(todo, desc=f"gold paths ({env.name})", disable=not progress or not todo):
-            try:
-                known[t.id] = len(env.gold_actions(t))
-            except SimulatorError:   # a JVM that hung or died (a loaded machine): a fresh one tries again
-                known[t.id] = len(env.gold_actions(t))
-            new += 1
-            if new % SAVE_EVERY == 0:
-                atomic_write_json(path, known)
-    finally:   # what was computed is kept even when a later task fails
-        if new:
-            atomic_write_json(path, known)
+    by_id = {t.id: t for t in tasks}
+    known = computed_once(_difficulty_file(env), list(by_id), lambda i: len(env.gold_actions(by_id[i])),
+                          f"gold paths ({env.name})", progress)
     return {t.id: known[t.id] for t in tasks}
 
 

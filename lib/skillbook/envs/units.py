@@ -26,10 +26,10 @@ import hashlib
 import json
 
 import pandas as pd
-from tqdm.auto import tqdm
 
-from ..io import atomic_write_json, cache_dir
-from .base import SimulatorError, parse_task_id
+from ..io import cache_dir
+from .base import parse_task_id
+from .catalogue import computed_once
 from .pool import EnvPool
 
 BY_STATE = ("twx",)          # benchmarks whose task ids can repeat a game; the others: one unit per task
@@ -63,23 +63,9 @@ def units(task_ids, env_options: dict | None = None, progress: bool = True) -> p
         with EnvPool(env_options) as envs:
             for name in sorted({parse_task_id(t)[0] for t in todo}):
                 env = envs.get(name)
-                path = _cache_file(env)
-                known = json.loads(path.read_text()) if path.exists() else {}
                 mine = [t for t in todo if parse_task_id(t)[0] == name]
-                new = 0
-                try:
-                    for t in tqdm([t for t in mine if t not in known], desc=f"games ({name})",
-                                  disable=not progress):
-                        try:
-                            known[t] = _state(env, t)
-                        except SimulatorError:   # a JVM that hung or died: a fresh one tries again
-                            known[t] = _state(env, t)
-                        new += 1
-                        if new % _SAVE_EVERY == 0:
-                            atomic_write_json(path, known)
-                finally:   # what was computed is kept even when a later task fails
-                    if new:
-                        atomic_write_json(path, known)
+                known = computed_once(_cache_file(env), mine, lambda t, env=env: _state(env, t),
+                                      f"games ({name})", progress, save_every=_SAVE_EVERY)
                 for t in mine:
                     env_name, tt, _, _ = parse_task_id(t)
                     out[t] = f"{env_name}/{tt}/{known[t]}"
