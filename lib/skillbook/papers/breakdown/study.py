@@ -575,14 +575,9 @@ def _p_phrase(shown: str) -> str:
     return f"< {shown[1:]}" if shown.startswith("<") else f"= {shown}"
 
 
-def _fmt_p(p: float) -> str:
-    from ...analysis.claims import _fmt_p as fmt
-    return fmt(p)
-
-
 def _measured(r) -> str:
     """A claims-table row's measurement in prose: as the table prints it, then its p ("p = 0.21")."""
-    from ...analysis.claims import measured_text
+    from ...analysis.claims import _fmt_p, measured_text
     return measured_text(r["estimate"], r["ci_low"], r["ci_high"]) + (
         f", p {_p_phrase(_fmt_p(r['p']))}" if pd.notna(r["p"]) else "")
 
@@ -602,6 +597,7 @@ def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame, final: bool) 
 
 def _per_seed_text(per_seed: pd.DataFrame) -> str:
     """The registered per-seed tests in one sentence, labelled as what they are."""
+    from ...analysis.claims import _fmt_p
     parts = [f"{r['claim']} p {_p_phrase(_fmt_p(r['p']))}" for _, r in per_seed.iterrows() if pd.notna(r["p"])]
     return ("**As registered, per seed.** The registration tested each contrast over the test seeds as if they "
             f"were independent ({'; '.join(parts)}). The seeds repeat a few games and the agents are "
