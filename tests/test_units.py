@@ -110,3 +110,18 @@ def test_units_are_named_by_benchmark():
     assert unit_name(["sciworld/boil/test/0"]) == "variations"
     assert unit_name(["tau2/retail/test/1"]) == "tasks"
     assert unit_name(["twx/coin/test/0", "sciworld/boil/test/0"]) == "units"
+
+
+def test_units_of_a_random_walk_game_are_the_same_in_every_jvm(tmp_path, monkeypatch):
+    """The real case: coin with three rooms, whose package gold path is a random walk seeded from the
+    clock; a unit digest over that path counted one game as several, and differently each time."""
+    from skillbook.envs import units
+    options = {"twx": {"game_params": {"coin": {"numLocations": 3, "numDistractorItems": 0,
+                                                "includeDoors": 0, "limitInventorySize": 0}}}}
+    ids = [f"twx/coin/dev/{i}" for i in range(60)]
+    runs = []
+    for k in range(2):
+        monkeypatch.setenv("SKILLBOOK_CACHE", str(tmp_path / str(k)))     # computed afresh each time
+        runs.append(units(ids, options, progress=False))
+    assert runs[0].equals(runs[1])
+    assert runs[0].nunique() < len(ids)        # 60 seeds of a 3-room setting repeat games

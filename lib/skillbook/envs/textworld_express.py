@@ -8,6 +8,16 @@ from .jvm import CALL_TIMEOUT_S, LAUNCH_TIMEOUT_S, JavaEnv, Simulator
 
 GAMES = ("cookingworld", "twc", "coin", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder")
 
+# Each game's own gold agent (the Scala class the package's `mkGameWithGoldPath` uses).
+GOLD_AGENTS = {"cookingworld": "CookingWorldGoldAgent", "twc": "TWCGoldAgent", "coin": "CoinGoldAgent",
+               "mapreader": "MapReaderGoldAgent", "arithmetic": "ArithmeticGoldAgent",
+               "sorting": "SortingGoldAgent", "simonsays": "SimonSaysGoldAgent",
+               "peckingorder": "PeckingOrderGoldAgent"}
+GOLD_ATTEMPTS = 50         # as the package: a gold agent whose random walk fails is run again
+# Bumped whenever the gold paths this adapter returns change: per-user caches of facts derived from them
+# (gold lengths, the games of seeds) are kept under it, so old and new paths never mix.
+GOLD_VERSION = "seeded1"
+
 
 def _param_string(game: str, params) -> str:
     """TextWorldExpress's 'key=value,...' string; a mapping is joined in its order."""
@@ -59,7 +69,8 @@ class TextWorldExpress(JavaEnv):
 
     def _config_tag(self) -> str:
         import hashlib
-        return hashlib.sha256(json.dumps(self.game_params, sort_keys=True).encode()).hexdigest()[:10]
+        tag = hashlib.sha256(json.dumps(self.game_params, sort_keys=True).encode()).hexdigest()[:10]
+        return f"{tag}-{GOLD_VERSION}"
 
     def _launch(self):
         from textworld_express import TextWorldExpressEnv
@@ -97,8 +108,39 @@ class TextWorldExpress(JavaEnv):
             "moves": info.get("numMoves")})
 
     def _gold(self, sim: Simulator, task: Task) -> list[str]:
-        self._reset(sim, task, gold=True)
-        return list(sim.handle.getGoldActionSequence())
+        return self._seeded_gold(sim, task, task.native_id)
+
+    def _seeded_gold(self, sim: Simulator, task: Task, walk_seed: int) -> list[str]:
+        """The game's own gold agent, with its random walk seeded by `walk_seed`.
+
+        The package's gold path is not a function of the seed: for every game but cookingworld,
+        `mkGameWithGoldPath` seeds the gold agent's random walk from the clock (`new Random()`), so the
+        same coin game got ['look around', 'move east', 'take coin'] in one call and a path with four
+        detours in the next, and every prompt that shows a gold example changed from run to run. Here
+        the same agent runs the same way (a fresh game per attempt, up to 50 attempts) with
+        `scala.util.Random(walk_seed)`; with `walk_seed` = the task's seed this is exactly what the
+        package does for cookingworld. The simulator is left reset to the task."""
+        self._ensure_game(sim, task.task_type)
+        jvm = sim.handle._gateway.jvm
+        generator = sim.handle.server.gameGenerator()
+        walk = jvm.scala.util.Random(int(walk_seed))
+        agent_class = getattr(jvm.textworldexpress.goldagent, GOLD_AGENTS[task.task_type])
+        path: list[str] = []
+        for _ in range(GOLD_ATTEMPTS):
+            result = agent_class(generator.mkGame(int(task.native_id), task.split)).mkGoldPath(walk)
+            if result._1:
+                path = list(result._2)
+                break
+        if not path:
+            raise SimulatorError(f"{task.id}: the gold agent found no path in {GOLD_ATTEMPTS} attempts")
+        self._reset(sim, task, gold=False)
+        return path
+
+    def game_gold(self, task: Task | str) -> list[str]:
+        """The gold path of the task's game with a walk seed that does not depend on the task's seed
+        (0): two seeds that generate the same game get the same path (`envs.units` compares them)."""
+        task = self._as_task(task)
+        return list(self._call("gold path", self._seeded_gold, task, 0, task=task))
 
 
 _UNINITIALISED = "ERROR: Game generator is not initialized"

@@ -10,10 +10,12 @@ not 223. Every claim is tested over these units (`analysis.paired_difference(uni
 What makes two tasks one unit, per benchmark:
 
     twx      the game the seed generated, read from the simulator itself: its instruction, first
-             observation and valid actions, its gold action sequence, and the observation after every
-             gold action (the rooms and objects a solution meets, not only the first text). Two seeds
-             that agree on all of it are one game (the package's object tree, `getObjectTree`, is empty
-             for these games, so it cannot be used).
+             observation and valid actions, the game's gold path (its gold agent with a fixed walk
+             seed, `TextWorldExpress.game_gold`, so that the same game gets the same path whichever
+             seed made it), and the observation after every gold action (the rooms and objects a
+             solution meets, not only the first text). Two seeds that agree on all of it are one game
+             (the package's object tree, `getObjectTree`, is empty for these games, so it cannot be
+             used).
     sciworld the variation: each variation of a ScienceWorld task is its own generated instance.
     tau2     the task: each τ²-bench task is its own scenario.
 
@@ -42,7 +44,8 @@ def _state(env, task_id: str) -> str:
     """A digest of what the simulator shows of one task's game (see the module docstring)."""
     obs = env.reset(task_id)
     first = {"instruction": env.instruction, "observation": obs, "valid": sorted(env.valid_actions())}
-    gold = env.gold_actions(task_id)        # resets the simulator to the task with its gold path
+    # The package's own gold path is a random walk seeded from the clock: two calls on one game differ.
+    gold = env.game_gold(task_id)
     env.reset(task_id)
     along = [env.step(a).observation for a in gold]
     blob = json.dumps({**first, "gold": gold, "along": along}, sort_keys=True, ensure_ascii=False)
