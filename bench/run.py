@@ -11,6 +11,13 @@
     serving        a serving option (`--serving speculative=ngram`) against the default: the same episodes
                    live from empty caches with each, their elapsed times, and whether the records are
                    identical (`run.compare`); a serving change is kept only if they are
+    speed          episodes per hour, old code against this code (`--speed GAMES`): the next study's subtask
+                   conditions (none and self-induced text) on GAMES distinct dev games, each version live
+                   from an empty response cache — the old one is the commit `BASELINE` checked out in a git
+                   worktree and run as a child process with its own library first on the path. Per
+                   condition: episodes per hour from the episodes' own wall times, the ratio, and the
+                   paired game-level success of new against old (exact McNemar), so that a change that
+                   buys speed with success shows. Resumable: the runs live in the per-user cache.
 
 Results go to runs/bench/ (bench.json and bench.png). Every request here is new to the response cache
 (a nonce or a fresh sampling seed), so replayed answers never flatter the live numbers.
@@ -258,6 +265,73 @@ def serving_check(backend: str, options: dict, n_games: int) -> dict:
             "identical_records": not diff, "first_differences": diff[:5]}
 
 
+# The code before issue 35's changes (gold paths already a function of the task, so both versions see the
+# same examples): `--speed` compares this code with it.
+BASELINE = "0a9c538"
+SPEED_CONDITIONS = ("subtask-none", "subtask-text")
+
+
+def speed_part(run_dir: str, backend: str, tasks: list[str]) -> None:
+    """One version's half of `--speed`, run in a child process by whichever library is first on its path
+    (it uses only what the baseline commit has): both conditions with that version's defaults."""
+    from pathlib import Path
+
+    from skillbook.book.laboratory import episode_profile
+    cache = ResponseCache.for_run(run_dir)
+    llm = LLM(backend, cache).warm_up()
+    try:
+        prof = episode_profile(llm, run_dir, tasks, conditions=SPEED_CONDITIONS, agent=PROFILE_AGENT,
+                               env_options=PROFILE_SETTING)
+        prof.to_csv(Path(run_dir) / "profile.csv", index=False)
+    finally:
+        cache.save()
+
+
+def speed_bench(backend: str, n_games: int, out) -> dict:
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from skillbook.analysis.stats import exact_mcnemar_p
+    from skillbook.io import cache_dir
+    from skillbook.run import load_condition
+    tasks = profile_tasks(n_games)
+    root = cache_dir() / "bench" / f"speed-{n_games}-games"
+    code = root / "baseline-code"
+    if not code.exists():
+        subprocess.run(["git", "-C", str(project_root()), "worktree", "add", "--detach", str(code), BASELINE],
+                       check=True)
+    versions = {"old": str(code / "lib"), "new": ""}
+    for name, lib in versions.items():
+        env = {**os.environ, "PYTHONPATH": lib} if lib else dict(os.environ)
+        print(f"[bench] {name} code ({BASELINE if lib else 'this checkout'}) on {len(tasks)} games", flush=True)
+        subprocess.run([sys.executable, __file__, "--speed-part", str(root / name), "--backend", backend,
+                        "--tasks", ",".join(tasks)], env=env, check=True)
+    rows = []
+    for name in versions:
+        for cond in SPEED_CONDITIONS:
+            for e in load_condition(root / name / cond).episodes:
+                rows.append({"version": name, "condition": cond, "task_id": e.task_id, "success": e.success,
+                             "wall_s": e.wall_s, "model_s": sum(c.latency_s for c in e.calls if not c.cached)})
+    df = pd.DataFrame(rows)
+    result = {"baseline": BASELINE, "tasks": tasks, "conditions": {}}
+    for cond in SPEED_CONDITIONS:
+        d = df[df.condition == cond].pivot(index="task_id", columns="version", values=["success", "wall_s"])
+        per_hour = {v: 3600 * len(d) / d["wall_s"][v].sum() for v in versions}
+        old, new = d["success"]["old"].astype(bool), d["success"]["new"].astype(bool)
+        only_old, only_new = int((old & ~new).sum()), int((new & ~old).sum())
+        result["conditions"][cond] = {
+            "games": len(d), "episodes_per_hour": per_hour, "speedup": per_hour["new"] / per_hour["old"],
+            "success": {v: float(d["success"][v].mean()) for v in versions},
+            "only_old": only_old, "only_new": only_new, "mcnemar_p": exact_mcnemar_p(only_old, only_new)}
+    both = {v: 3600 * 2 * len(tasks) / df[df.version == v].wall_s.sum() for v in versions}
+    result["both_conditions"] = {"episodes_per_hour": both, "speedup": both["new"] / both["old"]}
+    df.to_csv(out / "speed-episodes.csv", index=False)
+    return result
+
+
 def print_analysis(r: dict, u: dict, c: dict) -> None:
     print(f"{'top-5 retrieval, 10,000 skills (ms per query)':45s} {r['top5_ms_per_query']:10.3f}   ≤ 2"
           + ("  ok" if r["top5_ms_per_query"] <= 2 else "  ABOVE TARGET"))
@@ -284,7 +358,14 @@ def main() -> None:
                     help="only the episode profile, on this many distinct dev games (issue 35)")
     ap.add_argument("--serving", default="", metavar="KEY=VALUE[,…]",
                     help="only the serving check of these server options, e.g. speculative=ngram")
+    ap.add_argument("--speed", type=int, default=0, metavar="GAMES",
+                    help="only episodes per hour, old code against this code, on this many dev games")
+    ap.add_argument("--speed-part", default="", help=argparse.SUPPRESS)   # one version's half of --speed
+    ap.add_argument("--tasks", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.speed_part:
+        speed_part(args.speed_part, args.backend, args.tasks.split(","))
+        return
 
     out = project_root() / "runs" / "bench"
     out.mkdir(parents=True, exist_ok=True)
@@ -308,6 +389,20 @@ def main() -> None:
               + ("identical" if r["identical_records"] else f"DIFFER: {r['first_differences'][:2]}"))
         return
 
+    if args.speed:
+        if args.speed < 20:
+            ap.error(f"--speed needs at least 20 games (the issue's fixed set), got {args.speed}")
+        r = speed_bench(args.backend, args.speed, out)
+        (out / "speed.json").write_text(json.dumps(r, indent=1) + "\n")
+        for cond, c in r["conditions"].items():
+            print(f"{cond:14s} {c['episodes_per_hour']['old']:6.1f} → {c['episodes_per_hour']['new']:6.1f} "
+                  f"episodes/h ({c['speedup']:.2f}×); success {c['success']['old']:.2f} → "
+                  f"{c['success']['new']:.2f} (only old {c['only_old']}, only new {c['only_new']}, "
+                  f"exact McNemar p = {c['mcnemar_p']:.3f})")
+        b = r["both_conditions"]
+        print(f"{'both':14s} {b['episodes_per_hour']['old']:6.1f} → {b['episodes_per_hour']['new']:6.1f} "
+              f"episodes/h ({b['speedup']:.2f}×, target ≥ 2×" + (" ok)" if b["speedup"] >= 2 else " BELOW TARGET)"))
+        return
     if args.analysis_only:
         r, u, c = retrieval(), utility_scoring(), catalogue_scoring()
         print_analysis(r, u, c)

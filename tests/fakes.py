@@ -142,7 +142,8 @@ class FakeModel:
         self.fail_on = fail_on
         self._lock = threading.Lock()
 
-    def chat(self, messages, *, temperature=0.0, max_tokens=256, seed=None, stop=None, top_p=None) -> Completion:
+    def chat(self, messages, *, temperature=0.0, max_tokens=256, seed=None, stop=None, top_p=None,
+             role="") -> Completion:
         with self._lock:
             self.calls.append(messages)
         text = self.reply(messages)

@@ -57,3 +57,34 @@ def test_serving_options_reach_the_server_command_and_bad_ones_are_named():
     assert cmd[cmd.index("--speculative") + 1] == "ngram" and "--draft-gguf" not in cmd
     with pytest.raises(BackendError, match="speculative must be one of none, ngram, draft"):
         EmbeddedServer("qwen2.5-coder-0.5b", speculative="eagle")
+
+
+def test_role_slots_send_each_role_to_its_own_slot_outside_the_cache_key():
+    """Under `role_slots` the embedded server has one slot per role and each request names its role's
+    slot (`id_slot`), so a planner call no longer evicts the executor's prefix; the role is not part of
+    the request, so cache keys (and records) are those of a one-slot server."""
+    from types import SimpleNamespace
+
+    from skillbook.llm import LLM, ResponseCache
+    from skillbook.llm.client import ROLE_SLOTS, SLOTS, slot_of
+    sent = []
+
+    class Client:   # stands in for the OpenAI client: records what would go over the wire
+        chat = SimpleNamespace(completions=SimpleNamespace(create=lambda **kw: (sent.append(kw), _reply())[1]))
+
+    def _reply():
+        msg = SimpleNamespace(content="Action: look")
+        return SimpleNamespace(choices=[SimpleNamespace(message=msg, finish_reason="stop")],
+                               usage=SimpleNamespace(prompt_tokens=5, completion_tokens=2), model_extra={})
+
+    cache = ResponseCache()
+    llm = LLM("embedded:qwen2.5-coder-1.5b", cache, role_slots=True)
+    assert llm._server_options["parallel"] == SLOTS and len(set(ROLE_SLOTS.values())) == len(ROLE_SLOTS)
+    llm._connect = lambda: Client()
+    for role in ("planner", "executor", "merge"):
+        llm.chat([{"role": "user", "content": role}], role=role)
+    assert [kw["extra_body"]["id_slot"] for kw in sent] == [0, 1, slot_of("merge")] and slot_of("x") == SLOTS - 1
+    plain = LLM("embedded:qwen2.5-coder-1.5b", cache)
+    assert plain._server_options["parallel"] == 1
+    assert plain.chat([{"role": "user", "content": "planner"}], role="executor").cached    # same key
+    assert not LLM("openai:http://127.0.0.1:9/v1#m", cache, role_slots=True).role_slots   # embedded only

@@ -335,7 +335,7 @@ class Agent:
             raise KeyboardInterrupt("the run was stopped")
         c = self.llm.chat(messages, max_tokens=max_tokens or self.config.max_tokens,
                           temperature=self.config.temperature if temperature is None else temperature,
-                          seed=seed, stop=["\nObservation", "\nObs:"])
+                          seed=seed, stop=["\nObservation", "\nObs:"], role=role)
         new = (c.server_timings or {}).get("prompt_n")
         ep.calls.append(Call(role, c.prompt_tokens, c.completion_tokens, c.latency_s, c.cached, new))
         return c

@@ -41,6 +41,17 @@ class Completion:
         return asdict(self)
 
 
+# The slot of each role under `role_slots`; roles not named (SkillRL's, Assay's, SKILLC's prompts, the
+# merge) share the last one. Roles that alternate within a subtask get their own so that none evicts
+# another's prefix: the planner and summarizer run between the executor's subtasks, induction after them.
+ROLE_SLOTS = {"planner": 0, "executor": 1, "summarizer": 2, "induction": 3}
+SLOTS = 5
+
+
+def slot_of(role: str) -> int:
+    return ROLE_SLOTS.get(role, SLOTS - 1)
+
+
 _RETRYABLE = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError,
               openai.RateLimitError)
 
@@ -129,19 +140,27 @@ class LLM:
 
     def __init__(self, backend: str = DEFAULT_BACKEND, cache: ResponseCache | None = None, *,
                  seed: int = 0, timeout: float = 300.0, max_retries: int = 3, backoff_s: float = 1.0,
-                 deterministic: bool = True, **server_options):
+                 deterministic: bool = True, role_slots: bool = False, **server_options):
         """`deterministic` (the default): one request in flight at a time and, for the embedded server,
         one slot, so that the same requests give the same answers on every live run. llama.cpp's greedy
         answers depend on how concurrent requests are batched (parallel slots, continuous batching):
         identical requests answered differently in 16 of 249 cases when served concurrently. On 2 cores
-        concurrency bought nothing anyway (`make bench`); on a GPU server pass deterministic=False."""
+        concurrency bought nothing anyway (`make bench`); on a GPU server pass deterministic=False.
+
+        `role_slots` (embedded server, deterministic): one llama.cpp slot per role (`ROLE_SLOTS`), so each
+        role's prompt prefix stays cached while the others run (with one slot, a planner call evicts the
+        executor's 500-token prefix and the next executor call evaluates it again). Still one request
+        in flight; a serving option only (`make bench` checks that the records do not change)."""
         self.spec: BackendSpec = parse_backend(backend)
         self.deterministic = bool(deterministic)
         # what this LLM is made of, so that another process can make the same one (__reduce__)
         self._settings = {"seed": seed, "timeout": timeout, "max_retries": max_retries, "backoff_s": backoff_s,
                           "deterministic": self.deterministic, **server_options}
+        self.role_slots = bool(role_slots) and self.deterministic and self.spec.kind == "embedded"
+        if role_slots:
+            self._settings["role_slots"] = True
         if self.deterministic and self.spec.kind == "embedded":
-            server_options = {**server_options, "parallel": 1}
+            server_options = {**server_options, "parallel": SLOTS if self.role_slots else 1}
         self._in_flight = threading.Lock() if self.deterministic else None
         self.backend = str(self.spec)
         self.cache = cache if cache is not None else ResponseCache()
@@ -205,8 +224,11 @@ class LLM:
 
     # -- the call ---------------------------------------------------------------------------------
     def chat(self, messages: list[dict], *, temperature: float = 0.0, max_tokens: int = 256,
-             seed: int | None = None, stop: list[str] | None = None, top_p: float | None = None) -> Completion:
-        """One chat completion; `seed` defaults to the LLM's seed. Raises LLMError after the retries."""
+             seed: int | None = None, stop: list[str] | None = None, top_p: float | None = None,
+             role: str = "") -> Completion:
+        """One chat completion; `seed` defaults to the LLM's seed. Raises LLMError after the retries.
+        `role` (planner, executor, …) picks the server slot under `role_slots`; it is not part of the
+        request, so it never changes a cache key or an answer."""
         seed = self.seed if seed is None else seed
         request = {"messages": messages, "temperature": float(temperature), "max_tokens": int(max_tokens),
                    "seed": seed, "stop": list(stop) if stop else None, "top_p": top_p}
@@ -234,15 +256,17 @@ class LLM:
                     c = Completion(cached=True, **hit)
                     self.stats.add(c, time.perf_counter() - t0)
                     return c
-                c = self._live(request)
+                c = self._live(request, role)
         else:
-            c = self._live(request)
+            c = self._live(request, role)
         self.cache.put(self.identity, request, {k: v for k, v in c.to_dict().items() if k != "cached"})
         self.stats.add(c, c.latency_s)
         return c
 
-    def _completion(self, client: openai.OpenAI, request: dict) -> Completion:
+    def _completion(self, client: openai.OpenAI, request: dict, role: str = "") -> Completion:
         kwargs = {k: v for k, v in request.items() if v is not None}
+        if self.role_slots:
+            kwargs["extra_body"] = {"id_slot": slot_of(role)}
         t0 = time.perf_counter()
         r = client.chat.completions.create(model=self.spec.model, **kwargs)
         latency = time.perf_counter() - t0
@@ -292,14 +316,14 @@ class LLM:
         raise LLMError(f"{self.backend}: model call failed after {tried_servers} attempts on {where} "
                        f"({self.max_retries + 1} rounds): {type(last).__name__}: {last}") from last
 
-    def _live(self, request: dict) -> Completion:
+    def _live(self, request: dict, role: str = "") -> Completion:
         if self.fleet is not None:
             return self._live_fleet(request)
         restarted = False
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             try:
-                return self._completion(self._connect(), request)
+                return self._completion(self._connect(), request, role)
             except _RETRYABLE as e:
                 last = e
             except ServerError as e:

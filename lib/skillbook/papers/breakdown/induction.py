@@ -89,7 +89,8 @@ def induce(llm, trajectory: Trajectory, format: str, prompt_level: str = "L3", s
            max_tokens: int = 220) -> tuple[Skill, object]:
     """Ask the model for one skill from a (sub-)trajectory; raises InductionError on an unusable reply."""
     prompt = induction_prompt(trajectory, format, prompt_level)
-    c = llm.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0)
+    c = llm.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0,
+                 role="induction")
     try:
         return _skill_from_reply(c, trajectory, format, prompt_level, skill_id), c
     except InductionError as e:

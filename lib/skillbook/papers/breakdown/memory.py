@@ -86,7 +86,7 @@ class InducedMemory(MemoryPolicy):
 
     def _merge(self, old: Skill, new: Skill) -> str:
         c = self.llm.chat([{"role": "user", "content": prompt("merge_text").format(a=old.body, b=new.body)}],
-                          max_tokens=200, temperature=0.0)
+                          max_tokens=200, temperature=0.0, role="merge")
         self.record_call("merge", c)
         return c.text.strip() or old.body
 

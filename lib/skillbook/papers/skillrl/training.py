@@ -195,7 +195,8 @@ class ScriptedModel:
         self.replies, self.seed = list(replies), seed
         self.calls: list[tuple[list[dict], str]] = []
 
-    def chat(self, messages, *, temperature=0.0, max_tokens=256, seed=None, stop=None, top_p=None) -> Completion:
+    def chat(self, messages, *, temperature=0.0, max_tokens=256, seed=None, stop=None, top_p=None,
+             role="") -> Completion:
         if self.calls and self.calls[-1][0] == messages:
             return Completion(*self.replies[len(self.calls) - 1], 0.0)
         if len(self.calls) >= len(self.replies):
