@@ -269,18 +269,21 @@ def serving_check(backend: str, options: dict, n_games: int) -> dict:
 # same examples): `--speed` compares this code with it.
 BASELINE = "0a9c538"
 SPEED_CONDITIONS = ("subtask-none", "subtask-text")
+NEW_PROMPTS = "v2"     # this code runs with the prompt version of the studies registered after issue 35
 
 
-def speed_part(run_dir: str, backend: str, tasks: list[str]) -> None:
+def speed_part(run_dir: str, backend: str, tasks: list[str], prompts: str = "") -> None:
     """One version's half of `--speed`, run in a child process by whichever library is first on its path
-    (it uses only what the baseline commit has): both conditions with that version's defaults."""
+    (it uses only what the baseline commit has): both conditions with that version's defaults, and for
+    this code the prompt version `prompts` (the baseline has no such setting)."""
     from pathlib import Path
 
     from skillbook.book.laboratory import episode_profile
     cache = ResponseCache.for_run(run_dir)
     llm = LLM(backend, cache).warm_up()
     try:
-        prof = episode_profile(llm, run_dir, tasks, conditions=SPEED_CONDITIONS, agent=PROFILE_AGENT,
+        agent = {**PROFILE_AGENT, **({"prompts": prompts} if prompts else {})}
+        prof = episode_profile(llm, run_dir, tasks, conditions=SPEED_CONDITIONS, agent=agent,
                                env_options=PROFILE_SETTING)
         prof.to_csv(Path(run_dir) / "profile.csv", index=False)
     finally:
@@ -297,7 +300,12 @@ def speed_bench(backend: str, n_games: int, out) -> dict:
     from skillbook.analysis.stats import exact_mcnemar_p
     from skillbook.io import cache_dir
     from skillbook.run import load_condition
+    from skillbook.book.laboratory import profile_table, reference_rates
+    from skillbook.llm import stop_all
     tasks = profile_tasks(n_games)
+    llm = LLM(backend, ResponseCache()).warm_up()        # the physical reference, then no server of ours
+    reference = reference_rates(llm)
+    stop_all()
     root = cache_dir() / "bench" / f"speed-{n_games}-games"
     code = root / "baseline-code"
     if not code.exists():
@@ -308,7 +316,8 @@ def speed_bench(backend: str, n_games: int, out) -> dict:
         env = {**os.environ, "PYTHONPATH": lib} if lib else dict(os.environ)
         print(f"[bench] {name} code ({BASELINE if lib else 'this checkout'}) on {len(tasks)} games", flush=True)
         subprocess.run([sys.executable, __file__, "--speed-part", str(root / name), "--backend", backend,
-                        "--tasks", ",".join(tasks)], env=env, check=True)
+                        "--tasks", ",".join(tasks)] + ([] if lib else ["--prompts", NEW_PROMPTS]),
+                       env=env, check=True)
     rows = []
     for name in versions:
         for cond in SPEED_CONDITIONS:
@@ -316,7 +325,13 @@ def speed_bench(backend: str, n_games: int, out) -> dict:
                 rows.append({"version": name, "condition": cond, "task_id": e.task_id, "success": e.success,
                              "wall_s": e.wall_s, "model_s": sum(c.latency_s for c in e.calls if not c.cached)})
     df = pd.DataFrame(rows)
-    result = {"baseline": BASELINE, "tasks": tasks, "conditions": {}}
+    result = {"baseline": BASELINE, "new_prompts": NEW_PROMPTS, "tasks": tasks, "reference": reference,
+              "conditions": {}, "profile": {}}
+    for name in versions:
+        prof = pd.read_csv(root / name / "profile.csv")
+        prof.to_csv(out / f"speed-profile-{name}.csv", index=False)
+        table = profile_table(prof, reference)
+        result["profile"][name] = json.loads(table.reset_index().to_json(orient="records"))
     for cond in SPEED_CONDITIONS:
         d = df[df.condition == cond].pivot(index="task_id", columns="version", values=["success", "wall_s"])
         per_hour = {v: 3600 * len(d) / d["wall_s"][v].sum() for v in versions}
@@ -362,9 +377,10 @@ def main() -> None:
                     help="only episodes per hour, old code against this code, on this many dev games")
     ap.add_argument("--speed-part", default="", help=argparse.SUPPRESS)   # one version's half of --speed
     ap.add_argument("--tasks", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--prompts", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.speed_part:
-        speed_part(args.speed_part, args.backend, args.tasks.split(","))
+        speed_part(args.speed_part, args.backend, args.tasks.split(","), args.prompts)
         return
 
     out = project_root() / "runs" / "bench"

@@ -114,3 +114,36 @@ def test_an_invalid_action_is_answered_with_every_valid_action_when_they_are_few
     many = Agent(llm, AgentConfig(max_steps=1, n_examples=0, list_actions_max=2))
     replies = iter(["look in the drawer"])
     assert "Similar valid actions:" in many.run(FakeWorld(), "fake/count/dev/0").steps[0].observation
+
+
+def test_prompt_version_v2_shows_the_example_before_the_skills_and_v1_as_recorded(fake_env):
+    """Issue 35: v2's executor prompt opens with the example (the same for every subtask of a task) and
+    then the skills (which change per subtask); v1 keeps the order chapters 01-09 recorded."""
+    firsts = {}
+    for version in ("v1", "v2"):
+        model = FakeModel()
+        agent = Agent(model, AgentConfig(level="subtask", max_steps=4, n_examples=0, prompts=version), Recorder())
+        agent._example_text = lambda env, task: "EXAMPLE-TEXT"
+        agent.run(FakeWorld(), "fake/count/dev/0")
+        first = next(m for m in model.calls if m[0]["role"] == "system")[1]["content"]
+        firsts[version] = first
+    assert firsts["v1"].index("look around once") < firsts["v1"].index("EXAMPLE-TEXT")
+    assert firsts["v2"].index("EXAMPLE-TEXT") < firsts["v2"].index("look around once")
+    with pytest.raises(ValueError, match="unknown prompt version 'v9'; valid: v1, v2"):
+        AgentConfig(prompts="v9").validate()
+
+
+def test_records_made_before_prompt_versions_keep_their_fingerprint(fake_env):
+    """The real case: every committed record (chapters 01-09) was signed with settings that had no prompt
+    version. At v1 the settings are those same settings (no new key anywhere), so the records stay valid;
+    v2 names itself and its prompt files, in the agent's settings and in its memory's."""
+    from skillbook.papers.breakdown.memory import InducedMemory
+    from skillbook.run.streams import settings_of
+    model = FakeModel()
+    v1 = settings_of(Agent(model, AgentConfig(), InducedMemory(model)), {}, "stream")
+    assert "prompts" not in v1["agent"] and set(v1["agent_code"]) == {"revision", "prompts"}
+    assert "prompts" not in v1["memory"] and "prompts" not in Agent(model).run(FakeWorld(), "fake/count/dev/0").config
+    v2 = settings_of(Agent(model, AgentConfig(prompts="v2"), InducedMemory(model, prompts="v2")), {}, "stream")
+    assert v2["agent"]["prompts"] == v2["memory"]["prompts"] == "v2"
+    assert v2["agent_code"]["prompts_v2"] and v2["memory"]["prompt_files"]
+    assert {k: v for k, v in v2["agent"].items() if k != "prompts"} == v1["agent"]

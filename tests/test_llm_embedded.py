@@ -63,12 +63,12 @@ def test_deterministic_mode_has_one_slot_and_one_request_in_flight(small_llm, mo
     assert small_llm.deterministic
     live, state, guard = small_llm._live, {"now": 0, "max": 0}, threading.Lock()
 
-    def counting(request):
+    def counting(request, role=""):
         with guard:
             state["now"] += 1
             state["max"] = max(state["max"], state["now"])
         try:
-            return live(request)
+            return live(request, role)
         finally:
             with guard:
                 state["now"] -= 1

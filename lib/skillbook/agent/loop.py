@@ -27,6 +27,7 @@ from ..records import Call, Episode, Step, SubTrajectory
 from ..skills.sandbox import JailStartError
 from ..text import cut
 from .parsing import match_action, normalize, parse_reply, suggestions
+from ..prompts import check_version
 from .planner import PLANNERS, template
 
 LEVELS = tuple(PLANNERS)
@@ -55,8 +56,10 @@ class AgentConfig:
     resample_temperature: float = 0.7  # a reply that repeats the previous action is re-sampled once at this temperature
     context_limit: int = 6000      # prompt tokens beyond which the oldest turns are dropped
     obs_chars: int = 700           # observations are cut to this many characters
+    prompts: str = "v1"            # prompt version (skillbook.prompts.PROMPT_VERSIONS): v2 for new studies
 
     def validate(self) -> "AgentConfig":
+        check_version(self.prompts)
         if self.level not in LEVELS:
             raise ValueError(f"unknown agent level {self.level!r}; valid: {', '.join(LEVELS)}")
         for name in ("max_steps", "max_subtasks", "max_subtask_steps", "max_tokens", "loop_patience",
@@ -67,6 +70,15 @@ class AgentConfig:
         if not 0 <= self.n_examples <= 2:
             raise ValueError(f"n_examples must be 0, 1 or 2, got {self.n_examples!r}")
         return self
+
+    def record(self) -> dict:
+        """The config as runs record and fingerprint it. A field added after records exist is left out
+        at its default (`LATER_FIELDS`), so that the records made before it keep their fingerprints."""
+        return {k: v for k, v in asdict(self).items() if LATER_FIELDS.get(k, object()) != v}
+
+
+# Fields added to AgentConfig after chapters 01-09 were recorded, with the value they implicitly had.
+LATER_FIELDS = {"prompts": "v1"}
 
 
 class Agent:
@@ -86,7 +98,7 @@ class Agent:
         task = env.task(task) if isinstance(task, str) else task
         ep = Episode(task_id=task.id, env=task.env, task_type=task.task_type, split=task.split, agent=cfg.level,
                      memory=self.memory.name, stream=stream, position=position, seed=self.llm.seed,
-                     config={**asdict(cfg), "backend": self.llm.backend})
+                     config={**cfg.record(), "backend": self.llm.backend})
         t0 = time.perf_counter()
         try:
             example = self._example_text(env, task)
@@ -151,16 +163,16 @@ class Agent:
     def _execute(self, env, ep: Episode, sub: SubTrajectory, summary: str, obs: str, skills, example: str,
                  budget: int) -> str:
         cfg = self.config
-        finish_rule = template(self.planner.finish_rule).strip()
+        finish_rule = template(self.planner.finish_rule, cfg.prompts).strip()
         subtask = self.planner.header(summary, sub)
         valid = env.valid_actions()
         skill_text = self.memory.render(skills)
         if any(sk.format == "code" for sk in skills):
             skill_text += "\nTo run a code skill as one action, write: Action: call <name>(<arguments>)\n"
-        first = template("executor_first").format(
+        first = template("executor_first", cfg.prompts).format(
             skills=_block(skill_text), example=_block(example), instruction=ep.instruction, subtask=subtask,
             actions=self._actions_text(env, valid), observation=cut(obs, cfg.obs_chars))
-        messages = [{"role": "system", "content": template("executor_system").format(finish_rule=finish_rule).strip()},
+        messages = [{"role": "system", "content": template("executor_system", cfg.prompts).format(finish_rule=finish_rule).strip()},
                     {"role": "user", "content": first.strip()}]
         shown_actions = set(valid)
         stuck = 0               # consecutive invalid, blocked or repeated actions (and repeated useless macro calls)

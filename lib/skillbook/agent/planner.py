@@ -14,8 +14,8 @@ from ..records import Episode, SubTrajectory, Trajectory, render_steps
 from ..text import cut
 
 
-def template(name: str) -> str:
-    return load("skillbook.agent", name)
+def template(name: str, version: str = "v1") -> str:
+    return load("skillbook.agent", name, version)
 
 
 class TaskPlanner:
@@ -65,7 +65,7 @@ class SubtaskPlanner(TaskPlanner):
         return self.config.max_subtasks
 
     def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int):
-        prompt = template("planner").format(instruction=ep.instruction, summary=summary or "nothing yet",
+        prompt = template("planner", self.config.prompts).format(instruction=ep.instruction, summary=summary or "nothing yet",
                                             observation=cut(obs, 400))
         c = agent.call("planner", ep, [{"role": "user", "content": prompt}], max_tokens=40)
         text = field(c.text, "subtask")
@@ -81,7 +81,7 @@ class SubtaskPlanner(TaskPlanner):
 
     def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory) -> str:
         steps = render_steps(ep.steps[sub.start:sub.end], 150, mark="…") or "(no steps)"
-        prompt = template("summarizer").format(instruction=ep.instruction, summary=summary or "nothing yet",
+        prompt = template("summarizer", self.config.prompts).format(instruction=ep.instruction, summary=summary or "nothing yet",
                                                subtask=sub.description, steps=steps)
         c = agent.call("summarizer", ep, [{"role": "user", "content": prompt}], max_tokens=80)
         sub.summary = field(c.text, "summary") or summary

@@ -155,3 +155,33 @@ def reference_rates(llm: LLM, trials: int = 3) -> dict:
     rate = speed.groupby("kind").tokens_per_s.median()
     return {"prefill_tok_s": float(rate["prompt"]), "generation_tok_s": float(rate["generation"]),
             "prefill_tokens": int(speed[speed.kind == "prompt"].prompt_tokens.median())}
+
+
+def bench_speed(path=None) -> dict | None:
+    """What `make bench BENCH="--speed 20"` measured (`runs/bench/speed.json`), as tables for the
+    laboratory chapter, or None before it ran: `rates` (llama.cpp's reference rates), `profile` (per
+    version, condition and role: calls per episode, evaluated and output tokens, seconds, share of time,
+    rates against the reference) and `episodes` (per condition: episodes per hour of each version, the
+    ratio, success of each, the games only one version solved and the exact McNemar p)."""
+    import json
+
+    from . import project_root
+    path = Path(path) if path is not None else project_root() / "runs" / "bench" / "speed.json"
+    if not path.exists():
+        return None
+    r = json.loads(path.read_text())
+    rates = pd.DataFrame([{"prefill tok/s": r["reference"]["prefill_tok_s"],
+                           "generation tok/s": r["reference"]["generation_tok_s"],
+                           "prefill of (tokens)": r["reference"]["prefill_tokens"]}], index=["llama.cpp reference"])
+    profile = pd.concat({v: pd.DataFrame(rows).set_index(["condition", "role"]) for v, rows in r["profile"].items()},
+                        names=["version"])
+    rows = []
+    for cond, c in {**r["conditions"], "both": r["both_conditions"]}.items():
+        row = {"condition": cond, "episodes/h old": c["episodes_per_hour"]["old"],
+               "episodes/h new": c["episodes_per_hour"]["new"], "speed-up": c["speedup"]}
+        if "success" in c:
+            row.update({"games": c["games"], "success old": c["success"]["old"], "success new": c["success"]["new"],
+                        "only old": c["only_old"], "only new": c["only_new"], "McNemar p": c["mcnemar_p"]})
+        rows.append(row)
+    return {"rates": rates, "profile": profile, "episodes": pd.DataFrame(rows).set_index("condition"),
+            "baseline": r["baseline"], "tasks": r["tasks"], "measured": r.get("measured", "")}

@@ -150,7 +150,10 @@ class LLM:
         `role_slots` (embedded server, deterministic): one llama.cpp slot per role (`ROLE_SLOTS`), so each
         role's prompt prefix stays cached while the others run (with one slot, a planner call evicts the
         executor's 500-token prefix and the next executor call evaluates it again). Still one request
-        in flight; a serving option only (`make bench` checks that the records do not change)."""
+        in flight. Measured and rejected as the default (runs/bench/serving-role_slots_1.json, two dev
+        coin games live from empty caches): 0.84x the speed and the records differ, because llama.cpp's
+        answers depend on which prefix a slot reuses (a reused KV prefix is not bit-equal to a fresh
+        evaluation), so a serving-only change it is not. Kept as an option for speed studies."""
         self.spec: BackendSpec = parse_backend(backend)
         self.deterministic = bool(deterministic)
         # what this LLM is made of, so that another process can make the same one (__reduce__)

@@ -25,7 +25,6 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -70,11 +69,14 @@ def settings_of(agent: Agent, env_options: dict | None, mode: str, envs=()) -> d
     from ..agent.loop import AGENT_REVISION
     from ..llm import backend_fingerprint
     from ..memory import content_hash
+    from ..prompts import version_files
     options = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
     prompts = resources.files("skillbook.agent").joinpath("prompts")
     code = {"revision": AGENT_REVISION,
             "prompts": content_hash({p.name: p.read_text() for p in prompts.iterdir() if p.name.endswith(".txt")})}
-    settings = {"agent": asdict(agent.config), "agent_code": code,
+    if changed := version_files("skillbook.agent", agent.config.prompts):
+        code[f"prompts_{agent.config.prompts}"] = content_hash(changed)
+    settings = {"agent": agent.config.record(), "agent_code": code,
                 "backend": backend_fingerprint(agent.llm.backend),
                 "seed": agent.llm.seed, "memory": agent.memory.settings(), "mode": mode, "env_options": options}
     if simulators := simulator_revisions(envs):

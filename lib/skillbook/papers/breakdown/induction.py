@@ -8,21 +8,31 @@ from __future__ import annotations
 
 import re
 
-from ...prompts import load
+from ...prompts import check_version, load
 from ...records import Trajectory, render_steps
 from ...skills import sandbox
 from ...skills.record import Skill
 
 PROMPT_LEVELS = ("L1", "L2", "L3")
+# A text skill has at most six numbered steps (the induction and merge prompts say so). A 1.5B model that
+# goes past six writes a loop ("1. look around 2. move west 3. look around …") until the token cap: in the
+# book's records up to chapter 09, 29% of induction replies and 53% of merge replies had more than six
+# steps, and 42% and 54% ran to the cap. The reply ends where a seventh step would begin.
+SIX_STEPS = ["\n7."]
+
+
+def stop_of(format: str, prompts: str) -> list[str] | None:
+    """The stop sequences of a skill reply: under prompt version v2, a text skill's ends at a seventh step."""
+    return SIX_STEPS if format == "text" and check_version(prompts) != "v1" else None
 
 
 class InductionError(ValueError):
     """A model reply that is not a usable skill (the write is skipped, the run goes on)."""
 
 
-def prompt(name: str) -> str:
-    """A prompt of the first paper (`papers/breakdown/prompts/<name>.txt`)."""
-    return load("skillbook.papers.breakdown", name).strip()
+def prompt(name: str, version: str = "v1") -> str:
+    """A prompt of the first paper (`papers/breakdown/prompts/[<version>/]<name>.txt`)."""
+    return load("skillbook.papers.breakdown", name, version).strip()
 
 
 def render_span(trajectory: Trajectory, max_steps: int = 20, obs_chars: int = 160) -> str:
@@ -37,17 +47,22 @@ def render_span(trajectory: Trajectory, max_steps: int = 20, obs_chars: int = 16
     return "\n".join(lines)
 
 
-def induction_prompt(trajectory: Trajectory, format: str, prompt_level: str = "L3") -> str:
+def induction_prompt(trajectory: Trajectory, format: str, prompt_level: str = "L3", prompts: str = "v1") -> str:
     if prompt_level not in PROMPT_LEVELS:
         raise ValueError(f"unknown prompt level {prompt_level!r}; valid: {', '.join(PROMPT_LEVELS)}")
     unit = "subtask" if trajectory.level == "subtask" else "task"
-    parts = [prompt("induce_instruction").format(unit=unit), render_span(trajectory)]
+    guidance = []
     if prompt_level in ("L2", "L3"):
-        parts.append(prompt(f"induce_example_{format}"))
+        guidance.append(prompt(f"induce_example_{format}", prompts))
     if prompt_level == "L3":
-        parts.append(prompt("induce_rules"))
-    parts.append(prompt(f"induce_format_{format}"))
-    return "\n\n".join(parts)
+        guidance.append(prompt("induce_rules", prompts))
+    head, answer = prompt("induce_instruction", prompts).format(unit=unit), prompt(f"induce_format_{format}", prompts)
+    if check_version(prompts) == "v1":
+        return "\n\n".join([head, render_span(trajectory), *guidance, answer])
+    # v2: what is the same in every induction call comes first (the instruction, the example, the rules),
+    # so that the server's prompt cache keeps it; the record follows, and the answer format stays last,
+    # nearest to the answer, where a small model follows it best.
+    return "\n\n".join([head, *guidance, "The record:\n" + render_span(trajectory), answer])
 
 
 _DESC = re.compile(r"^\s*[*#\s]*description\s*[*]*\s*:\s*(.+)$", re.I | re.M)
@@ -86,11 +101,11 @@ def parse_code_skill(reply: str) -> tuple[str, str, str]:
 
 
 def induce(llm, trajectory: Trajectory, format: str, prompt_level: str = "L3", skill_id: str = "",
-           max_tokens: int = 220) -> tuple[Skill, object]:
+           max_tokens: int = 220, prompts: str = "v1") -> tuple[Skill, object]:
     """Ask the model for one skill from a (sub-)trajectory; raises InductionError on an unusable reply."""
-    prompt = induction_prompt(trajectory, format, prompt_level)
-    c = llm.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0,
-                 role="induction")
+    text = induction_prompt(trajectory, format, prompt_level, prompts)
+    c = llm.chat([{"role": "user", "content": text}], max_tokens=max_tokens, temperature=0.0,
+                 stop=stop_of(format, prompts), role="induction")
     try:
         return _skill_from_reply(c, trajectory, format, prompt_level, skill_id), c
     except InductionError as e:

@@ -19,10 +19,11 @@ from __future__ import annotations
 from ...llm.backends import backend_fingerprint
 from ...memory import MemoryPolicy, content_hash
 from ...records import Trajectory
+from ...prompts import check_version, version_files
 from ...skills.library import SkillLibrary
 from ...skills.record import FORMATS, Skill
 from .hygiene import add_with_hygiene, code_name, definitions
-from .induction import InductionError, induce, prompt
+from .induction import InductionError, induce, prompt, stop_of
 
 SOURCES = ("all", "success", "failure")
 
@@ -30,7 +31,7 @@ SOURCES = ("all", "success", "failure")
 class InducedMemory(MemoryPolicy):
     def __init__(self, llm, format: str = "text", prompt_level: str = "L3", k: int = 5, threshold: float = 0.3,
                  source: str = "all", library: SkillLibrary | None = None, frozen: bool = False,
-                 min_steps: int = 1, show: bool = True):
+                 min_steps: int = 1, show: bool = True, prompts: str = "v1"):
         if format not in FORMATS:
             raise ValueError(f"unknown skill format {format!r}; valid: {', '.join(FORMATS)}")
         if source not in SOURCES:
@@ -38,6 +39,7 @@ class InducedMemory(MemoryPolicy):
         self.llm, self.format, self.prompt_level = llm, format, prompt_level
         self.k, self.threshold, self.source, self.frozen, self.min_steps = k, threshold, source, frozen, min_steps
         self.library = library if library is not None else SkillLibrary()
+        self.prompts = check_version(prompts)   # prompt version (skillbook.prompts), the agent's
         self.show = show   # False: induce but never show skills (Assay's bare upstream agent)
         self.name = (f"{format}" + ("" if source == "all" else f"-{source}") + ("-frozen" if frozen else "")
                      + ("" if show else "-bare"))
@@ -62,7 +64,8 @@ class InducedMemory(MemoryPolicy):
         if self.source == "success" and not trajectory.success or self.source == "failure" and trajectory.success:
             return []
         try:
-            skill, c = induce(self.llm, trajectory, self.format, self.prompt_level, self.library.new_id(self.format[0]))
+            skill, c = induce(self.llm, trajectory, self.format, self.prompt_level, self.library.new_id(self.format[0]),
+                             prompts=self.prompts)
         except InductionError as e:
             self.record_call("induction", e.completion)
             self.failures.append({"task_id": trajectory.task_id, "error": str(e)})
@@ -85,8 +88,9 @@ class InducedMemory(MemoryPolicy):
         self._pending = []
 
     def _merge(self, old: Skill, new: Skill) -> str:
-        c = self.llm.chat([{"role": "user", "content": prompt("merge_text").format(a=old.body, b=new.body)}],
-                          max_tokens=200, temperature=0.0, role="merge")
+        text = prompt("merge_text", self.prompts).format(a=old.body, b=new.body)
+        c = self.llm.chat([{"role": "user", "content": text}], max_tokens=200, temperature=0.0,
+                          stop=stop_of("text", self.prompts), role="merge")
         self.record_call("merge", c)
         return c.text.strip() or old.body
 
@@ -94,7 +98,11 @@ class InducedMemory(MemoryPolicy):
         return {**super().settings(), "format": self.format, "prompt_level": self.prompt_level, "k": self.k,
                 "threshold": self.threshold, "source": self.source, "frozen": self.frozen, "min_steps": self.min_steps,
                 "show": self.show, "library": content_hash(self.library.state()["skills"]) if len(self.library) else "",
-                "llm": backend_fingerprint(self.llm.backend)}   # the model, not where it is served
+                "llm": backend_fingerprint(self.llm.backend),   # the model, not where it is served
+                # a later setting, recorded only where it is not the value earlier records had
+                **({"prompts": self.prompts,
+                    "prompt_files": content_hash(version_files("skillbook.papers.breakdown", self.prompts))}
+                   if self.prompts != "v1" else {})}
 
     def callable_code(self, name: str) -> list[str] | None:
         for s in self.library:

@@ -70,17 +70,15 @@ def interleave(task_ids: list[str], seed: int = 0) -> list[str]:
 
 def condition(name: str, llm, agent: dict, prompt_level: str = "L3", k: int = 5, threshold: float = 0.3) -> Condition:
     """One condition, '<level>-<format>' (format none, text, code or placebo); memory conditions form one
-    ordered stream."""
+    ordered stream. The agent's prompt version (`agent["prompts"]`) is its memory's too."""
     level, fmt = parse_conditions([name])[0].split("-")
+    config = AgentConfig(level=level, **agent).validate()
     if fmt == "none":
-        return Condition(name, AgentConfig(level=level, **agent))
+        return Condition(name, config)
+    options = {"prompt_level": prompt_level, "k": k, "threshold": threshold, "prompts": config.prompts}
     if fmt == "placebo":
-        return Condition(name, AgentConfig(level=level, **agent),
-                         lambda: PlaceboMemory(InducedMemory(llm, "text", prompt_level=prompt_level, k=k,
-                                                             threshold=threshold)), stream=True)
-    return Condition(name, AgentConfig(level=level, **agent),
-                     lambda: InducedMemory(llm, format=fmt, prompt_level=prompt_level, k=k, threshold=threshold),
-                     stream=True)
+        return Condition(name, config, lambda: PlaceboMemory(InducedMemory(llm, "text", **options)), stream=True)
+    return Condition(name, config, lambda: InducedMemory(llm, format=fmt, **options), stream=True)
 
 
 def frozen(llm, library: SkillLibrary, k: int, threshold: float, **options):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +124,7 @@ def study_settings(llm, settings: GoldSettings, env_options: dict | None, envs=(
         "judge": {h: judge_id(h, s.judge_samples, s.neutral) for h in ABLATIONS},
         "backend": backend_fingerprint(llm.backend),   # the model, not where it is served
         "seed": llm.seed, "neutral": s.neutral, "closed_slack": s.closed_slack,
-        "agent": asdict(AgentConfig(**s.agent)),
+        "agent": AgentConfig(**s.agent).record(),
         "env_options": {k: canonical_options(k, dict(v)) for k, v in (env_options or {}).items()}},
         sort_keys=True, default=str))
 
