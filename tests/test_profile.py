@@ -88,3 +88,34 @@ def test_role_slots_send_each_role_to_its_own_slot_outside_the_cache_key():
     assert plain._server_options["parallel"] == 1
     assert plain.chat([{"role": "user", "content": "planner"}], role="executor").cached    # same key
     assert not LLM("openai:http://127.0.0.1:9/v1#m", cache, role_slots=True).role_slots   # embedded only
+
+
+def test_the_laboratory_reads_what_make_bench_measured_and_says_what_it_did_not(tmp_path):
+    """Chapter 00 shows `make bench`'s records (`runs/bench/*.json`), never measures them again: each
+    part is a table once its record exists and None before, so a checkout without a `--speed` run says
+    so instead of failing. The real records of this checkout read without error."""
+    import json
+
+    from skillbook.book.laboratory import bench_records
+    empty = bench_records(tmp_path)
+    assert all(empty[k] is None for k in ("profile", "serving", "concurrency", "speed"))
+    (tmp_path / "serving-role_slots_1.json").write_text(json.dumps(
+        {"options": {"role_slots": 1}, "tasks": ["a", "b"], "speedup": 0.84, "identical_records": False}))
+    (tmp_path / "serving-speculative_draft.json").write_text(json.dumps(
+        {"options": {"speculative": "draft"}, "tasks": ["a"], "speedup_first_game": 0.55,
+         "identical_records": None, "note": "stopped"}))
+    speed = {"baseline": "abc", "tasks": ["t1", "t2"], "reference": {}, "profile": {
+        "old": [{"condition": "subtask-none", "role": "executor", "seconds": 2.0}],
+        "new": [{"condition": "subtask-none", "role": "executor", "seconds": 1.0}]},
+        "conditions": {"subtask-none": {"games": 2, "episodes_per_hour": {"old": 50, "new": 100}, "speedup": 2.0,
+                                        "success": {"old": 0.5, "new": 0.5}, "only_old": 1, "only_new": 1,
+                                        "mcnemar_p": 1.0}},
+        "both_conditions": {"episodes_per_hour": {"old": 50, "new": 100}, "speedup": 2.0}}
+    (tmp_path / "speed.json").write_text(json.dumps(speed))
+    r = bench_records(tmp_path)
+    assert r["serving"].loc["role_slots=1", "records identical"] == "no"
+    assert r["serving"].loc["speculative=draft", "records identical"] == "not compared"
+    assert r["speed"]["episodes"].loc["both", "speed-up"] == 2.0
+    assert r["speed"]["profile"].loc[("new", "subtask-none", "executor"), "seconds"] == 1.0
+    real = bench_records()
+    assert real["profile"] is None or {"prefill vs reference", "generation vs reference"} <= set(real["profile"])

@@ -157,31 +157,52 @@ def reference_rates(llm: LLM, trials: int = 3) -> dict:
             "prefill_tokens": int(speed[speed.kind == "prompt"].prompt_tokens.median())}
 
 
-def bench_speed(path=None) -> dict | None:
-    """What `make bench BENCH="--speed 20"` measured (`runs/bench/speed.json`), as tables for the
-    laboratory chapter, or None before it ran: `rates` (llama.cpp's reference rates), `profile` (per
-    version, condition and role: calls per episode, evaluated and output tokens, seconds, share of time,
-    rates against the reference) and `episodes` (per condition: episodes per hour of each version, the
-    ratio, success of each, the games only one version solved and the exact McNemar p)."""
+def bench_records(folder=None) -> dict:
+    """What `make bench` measured on an idle machine (`runs/bench/`), as tables for the laboratory chapter;
+    a part it has not measured yet is None. The chapter reads these committed records and never measures
+    them again (a replay on another machine shows the same numbers).
+
+    `profile` (`--profile`): per condition and role, the live calls of an episode beside llama.cpp's own
+    rates (`reference`); `serving` (`--serving`): each serving change tried, its speed against the default
+    and whether the records stayed identical; `concurrency` (the default run): aggregate generation
+    throughput at 2 and 4 requests in flight, and a fixed task set as two concurrent streams against one
+    deterministic stream; `speed` (`--speed`): episodes per hour and success of the old and new code on
+    the same distinct dev games."""
     import json
 
     from . import project_root
-    path = Path(path) if path is not None else project_root() / "runs" / "bench" / "speed.json"
-    if not path.exists():
-        return None
-    r = json.loads(path.read_text())
-    rates = pd.DataFrame([{"prefill tok/s": r["reference"]["prefill_tok_s"],
-                           "generation tok/s": r["reference"]["generation_tok_s"],
-                           "prefill of (tokens)": r["reference"]["prefill_tokens"]}], index=["llama.cpp reference"])
-    profile = pd.concat({v: pd.DataFrame(rows).set_index(["condition", "role"]) for v, rows in r["profile"].items()},
-                        names=["version"])
+    folder = Path(folder) if folder is not None else project_root() / "runs" / "bench"
+    read = lambda name: json.loads((folder / name).read_text()) if (folder / name).exists() else None  # noqa: E731
+    out: dict = {"profile": None, "reference": None, "serving": None, "concurrency": None, "speed": None}
+    if prof := read("profile.json"):
+        out["profile"] = pd.DataFrame(prof["table"]).set_index(["condition", "role"])
+        out["reference"] = {**prof["reference"], "measured": prof.get("measured", ""), "tasks": prof["tasks"]}
+        out["profile_seconds"] = prof["model_seconds_per_episode"]
     rows = []
-    for cond, c in {**r["conditions"], "both": r["both_conditions"]}.items():
-        row = {"condition": cond, "episodes/h old": c["episodes_per_hour"]["old"],
-               "episodes/h new": c["episodes_per_hour"]["new"], "speed-up": c["speedup"]}
-        if "success" in c:
-            row.update({"games": c["games"], "success old": c["success"]["old"], "success new": c["success"]["new"],
-                        "only old": c["only_old"], "only new": c["only_new"], "McNemar p": c["mcnemar_p"]})
-        rows.append(row)
-    return {"rates": rates, "profile": profile, "episodes": pd.DataFrame(rows).set_index("condition"),
-            "baseline": r["baseline"], "tasks": r["tasks"], "measured": r.get("measured", "")}
+    for f in sorted(folder.glob("serving-*.json")):
+        r = json.loads(f.read_text())
+        name = ", ".join(f"{k}={v}" for k, v in r["options"].items()) or "none (the default twice)"
+        speedup = r.get("speedup", r.get("speedup_first_game"))
+        rows.append({"serving change": name, "speed vs default": speedup,
+                     "records identical": {True: "yes", False: "no", None: "not compared"}[r["identical_records"]],
+                     "games": len(r["tasks"]), "note": r.get("note", "")})
+    if rows:
+        out["serving"] = pd.DataFrame(rows).set_index("serving change")
+    if b := read("bench.json"):
+        out["concurrency"] = {"throughput 2 vs 1": b["concurrency_2_vs_1"], "throughput 4 vs 1": b["concurrency_4_vs_1"],
+                              "two streams vs deterministic": b.get("streams_2_vs_1")}
+    if r := read("speed.json"):
+        rows = []
+        for cond, c in {**r["conditions"], "both": r["both_conditions"]}.items():
+            row = {"condition": cond, "episodes/h old": c["episodes_per_hour"]["old"],
+                   "episodes/h new": c["episodes_per_hour"]["new"], "speed-up": c["speedup"]}
+            if "success" in c:
+                row.update({"games": c["games"], "success old": c["success"]["old"],
+                            "success new": c["success"]["new"], "only old": c["only_old"],
+                            "only new": c["only_new"], "McNemar p": c["mcnemar_p"]})
+            rows.append(row)
+        out["speed"] = {"episodes": pd.DataFrame(rows).set_index("condition"), "baseline": r["baseline"],
+                        "tasks": r["tasks"], "reference": r["reference"],
+                        "profile": pd.concat({v: pd.DataFrame(t).set_index(["condition", "role"])
+                                              for v, t in r["profile"].items()}, names=["version"])}
+    return out
