@@ -2,7 +2,6 @@
 when a server fails. HTTP control flow against FAKE OpenAI-compatible servers (tests/fakes.py); the
 same with two real llama.cpp servers: tests/test_ray.py (integration)."""
 import threading
-import time
 
 import pytest
 
@@ -57,13 +56,18 @@ def test_concurrent_requests_spread_over_the_fleet(fake_server_factory):
     assert [s["served"] for s in llm.describe()["servers"]] == [3, 3]
 
 
-def test_a_failing_server_sends_its_requests_to_another(fake_server_factory):
+def test_a_failing_server_sends_its_requests_to_another(fake_server_factory, monkeypatch):
     bad, good = fake_server_factory(failures=10**6), fake_server_factory()
     llm = LLM(fleet_backend(bad, good), backoff_s=0.01)
-    t0 = time.monotonic()
+    # "at once" is asserted as "no back-off sleep", not as wall time (which a loaded machine stretches:
+    # this test failed at 3.5 s beside a running benchmark)
+    import skillbook.llm.client as client
+    slept = []
+    monkeypatch.setattr(client.time, "sleep", lambda s: slept.append(s))
     c = llm.chat(HI)
+    monkeypatch.undo()
     assert c.text == "fake answer" and (bad.requests, good.requests) == (1, 1)
-    assert time.monotonic() - t0 < 1.0                       # moved at once, no back-off
+    assert not [s for s in slept if s > 0]                  # moved at once, no back-off
     for i in range(3):                                       # the failed server is avoided while marked down
         llm.chat([{"role": "user", "content": f"again {i}"}])
     assert (bad.requests, good.requests) == (1, 4)
