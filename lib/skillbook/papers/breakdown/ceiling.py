@@ -1,0 +1,231 @@
+"""The second study (issue 36): can skills help this model at all? Distinct games, replicated libraries,
+an oracle.
+
+Chapter 09 asked whether the agent's own text skills help and, on 16 games with one library that
+collapsed, could not tell. This study measures both ends and the mechanism between them, at the
+subtask level (where the 1.5B agent succeeds at all), on one test seed per distinct game:
+
+    none      no memory
+    self      the first paper's text skills induced from the agent's own subtasks, retrieved top-k —
+              run as R independent streams over disjoint random subsets of the games, so that the
+              library is a replicated treatment (each stream learns its own)
+    oracle    the same induction prompt, hygiene and retrieval, but the library is induced once,
+              before the test stream, from the gold trajectories of TRAIN games (`oracle.gold_library`),
+              then frozen: the ceiling of what skill content can do for this agent in this format
+    placebo   the agent's own memory as in *self* (R streams over the same subsets), but each retrieved
+              skill shown as a whole skill of another game's gold library (`oracle.OtherGamePlacebo`)
+
+Primary contrasts (named before any result): oracle − none, self − none, self − oracle. Secondary
+(Holm): oracle − placebo, self − placebo. Every contrast is paired over games.
+
+The design is fixed in `profiles/<profile>.yml` under `ceiling:` before any test episode runs; its size
+G comes from the dev calibration's discordance of the primary contrast (`study.plan`), and the run
+never stops on interim results. Records live under `runs/<profile>/`:
+
+    libraries/oracle.json, libraries/placebo-pool.json   the two gold libraries (built once, frozen)
+    streams/none, streams/oracle                          independent episodes over all G games
+    streams/self-<r>, streams/placebo-<r>                 one ordered stream per subset r = 1..R
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ...agent import AgentConfig
+from ...envs import units
+from ...io import write_json_if_changed
+from ...memory import content_hash
+from ...run import Condition, load_condition, run_condition
+from ...skills.library import SkillLibrary
+from .memory import InducedMemory
+from .oracle import OtherGamePlacebo, gold_library
+
+CONDITIONS = ("none", "self", "oracle", "placebo")
+PRIMARY = (("oracle − none", "none", "oracle"), ("self − none", "none", "self"), ("self − oracle", "oracle", "self"))
+SECONDARY = (("oracle − placebo", "placebo", "oracle"), ("self − placebo", "placebo", "self"))
+
+
+@dataclass
+class CeilingDesign:
+    """The pre-registered design (profiles/<profile>.yml, key `ceiling`)."""
+    game: str                                   # the TextWorldExpress game of the test stream
+    games: int                                  # G: distinct test games, one seed each, fixed before the run
+    twx_params: dict = field(default_factory=dict)
+    streams: int = 3                            # R: independent self (and placebo) streams, disjoint subsets
+    oracle_games: int = 20                      # distinct TRAIN games whose gold trajectories make the oracle
+    placebo_game: str = "twc"                   # the other game of the placebo's pool
+    placebo_params: dict = field(default_factory=dict)
+    split: str = "test"
+    max_steps: int = 20
+    max_subtasks: int = 15
+    max_subtask_steps: int = 10
+    prompts: str = "v2"
+    k: int = 5
+    threshold: float = 0.3
+    seed: int = 0
+    chunk: int = 10                             # games every stream advances by before the next one runs
+    seeds_searched: int = 1000                  # test (train) seeds among which distinct games are found
+    env: str = "twx"
+
+    def __post_init__(self):
+        if self.streams < 1 or self.games < self.streams:
+            raise ValueError(f"need 1 ≤ streams ≤ games, got streams={self.streams}, games={self.games}")
+        if self.placebo_game == self.game:
+            raise ValueError(f"the placebo's pool must come from another game than {self.game!r}")
+        AgentConfig(**self.agent, level="subtask").validate()
+
+    @classmethod
+    def from_profile(cls, profile: str, root: Path | None = None) -> "CeilingDesign":
+        from ...profiles import ProfileError, load_profile
+        spec = load_profile(profile, root).get("ceiling")
+        if not isinstance(spec, dict):
+            raise ProfileError(f"profile {profile!r} has no `ceiling:` section (the second study's design)")
+        unknown = sorted(set(spec) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ProfileError(f"profile {profile}: unknown ceiling setting(s) {unknown}; valid: "
+                               f"{', '.join(sorted(cls.__dataclass_fields__))}")
+        return cls(**spec)
+
+    @property
+    def env_options(self) -> dict:
+        return {self.env: {"game_params": {self.game: dict(self.twx_params),
+                                           self.placebo_game: dict(self.placebo_params)}}}
+
+    @property
+    def agent(self) -> dict:
+        return {"max_steps": self.max_steps, "max_subtasks": self.max_subtasks,
+                "max_subtask_steps": self.max_subtask_steps, "prompts": self.prompts}
+
+    def settings(self) -> dict:
+        return asdict(self)
+
+
+def distinct_games(game: str, split: str, n: int, env_options: dict, seed: int = 0, searched: int = 1000,
+                   skip: int = 0, env: str = "twx") -> list[str]:
+    """`n` task ids of `game` on `split` that are `n` distinct games (`envs.units`): the first seed of
+    each game among the first `searched` seeds, in a seeded random order. `skip` leaves out the first
+    seeds (TRAIN: the executor's example games). ValueError when there are fewer than `n` games."""
+    ids = [f"{env}/{game}/{split}/{i}" for i in range(skip, searched)]
+    first = units(ids, env_options, progress=True).drop_duplicates()
+    if len(first) < n:
+        raise ValueError(f"{game} on {split} with these parameters has {len(first)} distinct games among "
+                         f"{len(ids)} seeds, fewer than the {n} asked for")
+    ids = list(first.index)
+    random.Random(seed).shuffle(ids)
+    return ids[:n]
+
+
+def subsets(games: list[str], r: int, seed: int = 0) -> list[list[str]]:
+    """`games` dealt into `r` disjoint subsets of (nearly) equal size, in a seeded order: the streams."""
+    order = list(games)
+    random.Random(f"subsets/{seed}").shuffle(order)
+    return [order[i::r] for i in range(r)]
+
+
+# -- the libraries ------------------------------------------------------------------------------------------
+def library_file(root: str | Path, name: str) -> Path:
+    return Path(root) / "libraries" / f"{name}.json"
+
+
+def built_library(root: str | Path, name: str, llm, task_ids: list[str], env_options: dict,
+                  prompts: str) -> SkillLibrary:
+    """The gold library `name` from `task_ids`, built once and kept in `libraries/<name>.json` with what it
+    was built from; a file built from other games, model or prompts is refused."""
+    from ...llm.backends import backend_fingerprint
+    path = library_file(root, name)
+    made_from = {"tasks": list(task_ids), "llm": backend_fingerprint(llm.backend), "prompts": prompts,
+                 "env_options": env_options}
+    if path.exists():
+        saved = json.loads(path.read_text())
+        if saved["made_from"] != made_from:
+            raise ValueError(f"{path} was built from other settings; remove it to rebuild, or use another profile")
+        return SkillLibrary().load_state(saved["library"])
+    library, calls = gold_library(llm, task_ids, env_options, prompts=prompts, progress=True)
+    write_json_if_changed(path, {"made_from": made_from, "library": library.state(),
+                                 "calls": [asdict(c) for c in calls]})
+    llm.cache.save()
+    return library
+
+
+# -- the conditions -----------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """What runs where: each stream's directory name, condition and games."""
+    runs: list[tuple[str, Condition, list[str]]]
+    games: list[str]
+
+
+def plan_runs(design: CeilingDesign, llm, oracle: SkillLibrary, pool: SkillLibrary, games: list[str]) -> Plan:
+    config = AgentConfig(level="subtask", **design.agent)
+    retrieval = {"k": design.k, "threshold": design.threshold, "prompts": design.prompts}
+
+    def own():
+        return InducedMemory(llm, "text", **retrieval)
+
+    def frozen_oracle():
+        return InducedMemory(llm, "text", library=oracle.filtered(lambda s: True), frozen=True, **retrieval)
+
+    runs = [("none", Condition("none", config), games),
+            ("oracle", Condition("oracle", config, frozen_oracle), games)]
+    pool_name = f"{design.placebo_game}-gold"
+    for r, subset in enumerate(subsets(games, design.streams, design.seed), 1):
+        runs.append((f"self-{r}", Condition(f"self-{r}", config, own, stream=True), subset))
+        runs.append((f"placebo-{r}", Condition(f"placebo-{r}", config,
+                                                lambda: OtherGamePlacebo(own(), pool, pool_name), stream=True),
+                     subset))
+    return Plan(runs, games)
+
+
+def test_games(design: CeilingDesign) -> list[str]:
+    return distinct_games(design.game, design.split, design.games, design.env_options, design.seed,
+                          design.seeds_searched, env=design.env)
+
+
+def oracle_tasks(design: CeilingDesign, game: str | None = None) -> list[str]:
+    """Distinct TRAIN games for a gold library (the executor's example games, train/0 and train/1, left
+    out so the library does not repeat the example)."""
+    return distinct_games(game or design.game, "train", design.oracle_games, design.env_options, design.seed,
+                          design.seeds_searched, skip=2, env=design.env)
+
+
+def prepare(root: str | Path, llm, design: CeilingDesign) -> Plan:
+    """The test games, both gold libraries (built once) and the plan of streams."""
+    games = test_games(design)
+    oracle = built_library(root, "oracle", llm, oracle_tasks(design), design.env_options, design.prompts)
+    pool = built_library(root, "placebo-pool", llm, oracle_tasks(design, design.placebo_game),
+                         design.env_options, design.prompts)
+    return plan_runs(design, llm, oracle, pool, games)
+
+
+def run_ceiling(root: str | Path, llm, design: CeilingDesign, until: int | None = None) -> Plan:
+    """Advance every stream `chunk` games at a time (its share of them for the R-stream conditions) until
+    each condition has `until` (default G) games recorded; resumable from the records."""
+    root = Path(root)
+    write_json_if_changed(root / "design.json", {"design": design.settings(), "fingerprint":
+                                                 content_hash(design.settings())})
+    plan = prepare(root, llm, design)
+    until = min(until or design.games, design.games)
+    for end in range(design.chunk, until + design.chunk, design.chunk):
+        share = min(end, until) / design.games
+        for name, cond, ids in plan.runs:
+            n = len(ids) if share >= 1 else max(1, round(len(ids) * share))
+            run_condition(root / "streams" / name, llm, cond, ids[:n], design.env_options,
+                          desc=f"{name} ({n}/{len(ids)})")
+            llm.cache.save()
+    return plan
+
+
+def load_ceiling(root: str | Path, plan: Plan) -> pd.DataFrame:
+    """One row per recorded episode, `condition` without the stream (self, placebo, …) and `stream`."""
+    frames = []
+    for name, cond, ids in plan.runs:
+        d = Path(root) / "streams" / name
+        if (d / "run.json").exists():
+            f = load_condition(d, name).frame
+            frames.append(f[f.task_id.isin(ids)].assign(condition=name.split("-")[0], stream=name))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["task_id", "condition",
+                                                                                      "stream", "success"])

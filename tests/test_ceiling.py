@@ -1,0 +1,50 @@
+"""The second study's machinery (issue 36) on the FAKE world and model — control flow only: which games
+each stream gets, that the gold libraries are built once and refused when stale, that a run resumes."""
+import json
+
+import pytest
+
+from fakes import FakeModel
+from skillbook.llm import ResponseCache
+from skillbook.papers.breakdown.ceiling import CeilingDesign, library_file, load_ceiling, prepare, run_ceiling, subsets
+
+
+def design(**kw):
+    base = dict(env="fake", game="count", placebo_game="fetch", games=4, streams=2, oracle_games=2,
+                seeds_searched=12, chunk=2, max_steps=6, max_subtask_steps=4)
+    return CeilingDesign(**{**base, **kw})
+
+
+def test_streams_are_disjoint_subsets_covering_every_game():
+    games = [f"g{i}" for i in range(7)]
+    parts = subsets(games, 3, seed=1)
+    assert sorted(sum(parts, [])) == sorted(games) and [len(p) for p in parts] == [3, 2, 2]
+    assert subsets(games, 3, seed=1) == parts != subsets(games, 3, seed=2)
+
+
+def test_bad_designs_are_refused_before_any_model_time():
+    with pytest.raises(ValueError, match="another game"):
+        design(placebo_game="count")
+    with pytest.raises(ValueError, match="streams"):
+        design(streams=5)
+    with pytest.raises(ValueError, match="unknown prompt version"):
+        design(prompts="v7")
+
+
+def test_a_ceiling_run_records_every_stream_and_resumes_with_no_new_call(fake_env, tmp_path):
+    model, d = FakeModel(), design()
+    model.cache = ResponseCache.for_run(tmp_path)
+    plan = run_ceiling(tmp_path, model, d)
+    names = [n for n, _, _ in plan.runs]
+    assert names == ["none", "oracle", "self-1", "placebo-1", "self-2", "placebo-2"]
+    df = load_ceiling(tmp_path, plan)
+    per = df.groupby("condition").task_id.nunique()
+    assert per.to_dict() == {"none": 4, "oracle": 4, "self": 4, "placebo": 4}
+    assert set(df[df.condition == "self"].stream) == {"self-1", "self-2"}
+    oracle = json.loads(library_file(tmp_path, "oracle").read_text())
+    assert all(t.split("/")[2] == "train" and int(t.split("/")[3]) >= 2 for t in oracle["made_from"]["tasks"])
+    calls = len(model.calls)
+    run_ceiling(tmp_path, model, d)
+    assert len(model.calls) == calls
+    with pytest.raises(ValueError, match="built from other settings"):
+        prepare(tmp_path, model, design(oracle_games=3))
