@@ -48,3 +48,32 @@ def test_a_ceiling_run_records_every_stream_and_resumes_with_no_new_call(fake_en
     assert len(model.calls) == calls
     with pytest.raises(ValueError, match="built from other settings"):
         prepare(tmp_path, model, design(oracle_games=3))
+
+
+def test_the_contrasts_are_paired_over_games_and_the_streams_are_a_replicated_treatment():
+    import pandas as pd
+
+    from skillbook.analysis import claims_table
+    from skillbook.papers.breakdown.ceiling import ceiling_claims, stream_effects
+    games = [f"twx/coin/test/{i}" for i in range(12)]
+    rows = []
+    for i, g in enumerate(games):
+        stream = f"self-{1 + i % 3}"
+        rows += [{"task_id": g, "condition": "none", "stream": "none", "success": i % 4 == 0},
+                 {"task_id": g, "condition": "oracle", "stream": "oracle", "success": i % 2 == 0},
+                 {"task_id": g, "condition": "self", "stream": stream, "success": i % 3 == 0},
+                 {"task_id": g, "condition": "placebo", "stream": stream.replace("self", "placebo"),
+                  "success": False}]
+    df = pd.DataFrame(rows)
+    claims = ceiling_claims(df)
+    assert [c.name for c in claims] == ["oracle − none", "self − none", "self − oracle", "oracle − placebo",
+                                        "self − placebo"]
+    assert [c.primary for c in claims] == [True, True, True, False, False]
+    oracle_none = claims[0].result
+    assert oracle_none["difference"] == (6 - 3) / 12 and oracle_none["n_units"] == 12
+    table = claims_table(claims)
+    assert len(table) == 5
+    s = stream_effects(df)
+    assert s.stream.tolist() == ["self-1", "self-2", "self-3", "over 3 streams"]
+    assert s.games.tolist() == [4, 4, 4, 12]
+    assert s.iloc[-1].p >= 0.25                                         # 3 streams can never reject

@@ -70,6 +70,7 @@ class CeilingDesign:
     chunk: int = 10                             # games every stream advances by before the next one runs
     seeds_searched: int = 1000                  # test (train) seeds among which distinct games are found
     env: str = "twx"
+    conditions: tuple = CONDITIONS              # all four in the study; a calibration may leave some out
 
     def __post_init__(self):
         if self.streams < 1 or self.games < self.streams:
@@ -77,6 +78,10 @@ class CeilingDesign:
         if self.placebo_game == self.game:
             raise ValueError(f"the placebo's pool must come from another game than {self.game!r}")
         AgentConfig(**self.agent, level="subtask").validate()
+        self.conditions = tuple(self.conditions)
+        bad = [c for c in self.conditions if c not in CONDITIONS]
+        if bad:
+            raise ValueError(f"unknown condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
 
     @classmethod
     def from_profile(cls, profile: str, root: Path | None = None) -> "CeilingDesign":
@@ -177,7 +182,7 @@ def plan_runs(design: CeilingDesign, llm, oracle: SkillLibrary, pool: SkillLibra
         runs.append((f"placebo-{r}", Condition(f"placebo-{r}", config,
                                                 lambda: OtherGamePlacebo(own(), pool, pool_name), stream=True),
                      subset))
-    return Plan(runs, games)
+    return Plan([run for run in runs if run[0].split("-")[0] in design.conditions], games)
 
 
 def test_games(design: CeilingDesign) -> list[str]:
@@ -195,9 +200,11 @@ def oracle_tasks(design: CeilingDesign, game: str | None = None) -> list[str]:
 def prepare(root: str | Path, llm, design: CeilingDesign) -> Plan:
     """The test games, both gold libraries (built once) and the plan of streams."""
     games = test_games(design)
-    oracle = built_library(root, "oracle", llm, oracle_tasks(design), design.env_options, design.prompts)
+    empty = SkillLibrary()
+    oracle = built_library(root, "oracle", llm, oracle_tasks(design), design.env_options, design.prompts) \
+        if "oracle" in design.conditions else empty
     pool = built_library(root, "placebo-pool", llm, oracle_tasks(design, design.placebo_game),
-                         design.env_options, design.prompts)
+                         design.env_options, design.prompts) if "placebo" in design.conditions else empty
     return plan_runs(design, llm, oracle, pool, games)
 
 
@@ -229,3 +236,58 @@ def load_ceiling(root: str | Path, plan: Plan) -> pd.DataFrame:
             frames.append(f[f.task_id.isin(ids)].assign(condition=name.split("-")[0], stream=name))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["task_id", "condition",
                                                                                       "stream", "success"])
+
+
+# -- analysis -----------------------------------------------------------------------------------------------
+# What the papers report for each contrast (percentage points), shown next to what was measured.
+PAPER = {"oracle − none": "SkillsBench: curated skills +16.2 pp", "self − none": "paper: +1.9 pp (subtask text)",
+         "self − oracle": "SkillsBench: self-generated ≈ 0 vs curated +16.2 pp",
+         "oracle − placebo": "(no placebo in either)", "self − placebo": "(no placebo in either)"}
+EXPECTED = {"oracle − none": +1, "self − none": +1, "self − oracle": -1, "oracle − placebo": +1,
+            "self − placebo": +1}
+
+
+def per_game(df: pd.DataFrame) -> pd.DataFrame:
+    """Success per game (rows) and condition (columns) on the games every condition recorded."""
+    wide = df.pivot_table(index="task_id", columns="condition", values="success", aggfunc="mean")
+    return wide.dropna()
+
+
+def ceiling_claims(df: pd.DataFrame) -> list:
+    """The three primary contrasts, then the two secondary ones (Holm in the claims table), each paired
+    over the games every condition recorded; every game is its own unit (one seed per distinct game)."""
+    from ...analysis import Claim, paired_difference
+    games = per_game(df).index
+    common = df[df.task_id.isin(games)]
+    units = pd.Series(list(games), index=games)
+    out = []
+    for (name, a, b), primary in [(c, True) for c in PRIMARY] + [(c, False) for c in SECONDARY]:
+        if {a, b} <= set(common.condition):
+            out.append(Claim(name, PAPER[name], EXPECTED[name], primary,
+                             paired_difference(common, "condition", a, b, units=units)))
+    return out
+
+
+def stream_effects(df: pd.DataFrame, a: str = "none", b: str = "self") -> pd.DataFrame:
+    """`b` − `a` within each stream's games (b's streams: self-1, …), then over streams as the units (the
+    exact sign-flip test over the R streams' totals): the library is a replicated treatment, and this row
+    asks whether the effect holds across libraries, not only across games. With R streams the smallest
+    attainable p is 2/2^R (R = 3: 0.25), so this row can qualify a verdict but never make one."""
+    from ...analysis import paired_difference
+    from ...analysis.stats import sign_flip_test
+    wide = per_game(df)
+    streams = df[df.condition == b].groupby("task_id").stream.first()
+    rows, totals, sizes = [], [], []
+    for name in sorted(set(streams.loc[streams.index.isin(wide.index)])):
+        ids = streams[streams == name].index.intersection(wide.index)
+        r = paired_difference(df[df.task_id.isin(ids)], "condition", a, b)
+        rows.append({"stream": name, "games": len(ids), "estimate": r["difference"], "ci_low": r["ci_low"],
+                     "ci_high": r["ci_high"], "p": r["p"], "test": r.get("test", "")})
+        totals.append(float((wide.loc[ids, b] - wide.loc[ids, a]).sum()))
+        sizes.append(len(ids))
+    if rows:
+        t = sign_flip_test(totals, sizes)
+        rows.append({"stream": f"over {len(rows)} streams", "games": int(sum(sizes)), "estimate": t["estimate"],
+                     "ci_low": t["ci_low"], "ci_high": t["ci_high"], "p": t["p"],
+                     "test": "exact sign-flip over streams"})
+    return pd.DataFrame(rows, columns=["stream", "games", "estimate", "ci_low", "ci_high", "p", "test"])
