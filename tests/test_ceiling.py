@@ -77,3 +77,13 @@ def test_the_contrasts_are_paired_over_games_and_the_streams_are_a_replicated_tr
     assert s.stream.tolist() == ["self-1", "self-2", "self-3", "over 3 streams"]
     assert s.games.tolist() == [4, 4, 4, 12]
     assert s.iloc[-1].p >= 0.25                                         # 3 streams can never reject
+
+
+def test_calibration_runs_on_dev_without_the_placebo_and_bad_settings_are_named(tmp_path):
+    from skillbook.papers.breakdown.ceiling import CALIBRATION, calibration_design, main
+    d = calibration_design("coin-L3", 20)
+    assert d.split == "dev" and d.streams == 1 and d.conditions == ("none", "oracle", "self")
+    assert d.placebo_game != d.game and d.prompts == "v2"
+    with pytest.raises(SystemExit, match="unknown calibration setting 'nope'; valid: " + ", ".join(CALIBRATION)):
+        main(["calibrate", "--settings", "coin-L3,nope", "--runs-root", str(tmp_path)])
+    assert not (tmp_path / "calibration").exists()                      # refused before anything ran

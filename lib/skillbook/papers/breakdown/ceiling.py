@@ -291,3 +291,135 @@ def stream_effects(df: pd.DataFrame, a: str = "none", b: str = "self") -> pd.Dat
                      "ci_low": t["ci_low"], "ci_high": t["ci_high"], "p": t["p"],
                      "test": "exact sign-flip over streams"})
     return pd.DataFrame(rows, columns=["stream", "games", "estimate", "ci_low", "ci_high", "p", "test"])
+
+
+# -- calibration (DEV games) and the command line -------------------------------------------------------------
+# Candidate settings with hundreds of distinct games (issue 36's counts over the 1,000 test seeds), each
+# with the other game its placebo pool comes from.
+CALIBRATION = {
+    "coin-L3": {"game": "coin", "twx_params": {"numLocations": 3, "numDistractorItems": 0, "includeDoors": 0,
+                                               "limitInventorySize": 0}, "placebo_game": "twc"},
+    "coin-L4": {"game": "coin", "twx_params": {"numLocations": 4, "numDistractorItems": 0, "includeDoors": 0,
+                                               "limitInventorySize": 0}, "placebo_game": "twc"},
+    "cookingworld-L2-I1": {"game": "cookingworld", "twx_params": {"numLocations": 2, "numIngredients": 1,
+                                                                  "numDistractorItems": 0, "includeDoors": 0,
+                                                                  "limitInventorySize": 0},
+                           "placebo_game": "coin"},
+    "twc-L1-I2": {"game": "twc", "twx_params": {"numLocations": 1, "numItemsToPutAway": 2, "includeDoors": 0,
+                                                "limitInventorySize": 0}, "placebo_game": "coin"},
+}
+
+
+def calibration_design(label: str, games: int, **overrides) -> CeilingDesign:
+    """A DEV-split design for candidate `label`: one self stream, no placebo (what calibration measures:
+    no-memory success, the oracle's and self's discordance with it, and the library's health)."""
+    if label not in CALIBRATION:
+        raise ValueError(f"unknown calibration setting {label!r}; valid: {', '.join(CALIBRATION)}")
+    return CeilingDesign(**{**CALIBRATION[label], "games": games, "streams": 1, "split": "dev",
+                            "conditions": ("none", "oracle", "self"), **overrides})
+
+
+def calibration_table(root: str | Path, labels=None, games: int = 20) -> pd.DataFrame:
+    """Per calibrated setting: games, success of each condition, the discordance of each primary contrast
+    (the planning value for G), and the self library's health (`health.health_summary`)."""
+    from .health import health_summary
+    from .pipeline import library_of
+    rows = []
+    for label in labels or CALIBRATION:
+        base = Path(root) / "calibration" / label
+        if not (base / "streams").exists():
+            continue
+        d = calibration_design(label, games)
+        plan = plan_runs(d, None, SkillLibrary(), SkillLibrary(), [])
+        names = [n for n, _, _ in plan.runs]
+        frames = [load_condition(base / "streams" / n, n).frame.assign(condition=n.split("-")[0])
+                  for n in names if (base / "streams" / n / "run.json").exists()]
+        if not frames:
+            continue
+        wide = per_game(pd.concat(frames, ignore_index=True))
+        row = {"setting": label, "games": len(wide),
+               **{f"success {c}": float(wide[c].mean()) for c in wide.columns}}
+        for name, a, b in PRIMARY:
+            if {a, b} <= set(wide.columns):
+                row[f"discordance {name}"] = float((wide[a] != wide[b]).mean())
+        if (base / "streams" / "self-1" / "run.json").exists():
+            eps = load_condition(base / "streams" / "self-1").episodes
+            h = health_summary(eps, library_of(base / "streams" / "self-1"), d.k)
+            row.update({f"library {k}": v for k, v in h.items() if k != "k"})
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("setting") if rows else pd.DataFrame()
+
+
+def status(root: str | Path, design: CeilingDesign) -> pd.DataFrame:
+    """Per stream: games done of planned, hours, seconds per episode, and the ETA at the last chunk's
+    pace. Reads records only (the plan's games from the per-user cache of game digests)."""
+    plan = plan_runs(design, None, SkillLibrary(), SkillLibrary(), test_games(design))
+    rows = []
+    for name, _, ids in plan.runs:
+        d = Path(root) / "streams" / name
+        walls = [e.wall_s for e in load_condition(d).episodes] if (d / "run.json").exists() else []
+        recent = walls[-design.chunk:]
+        pace = sum(recent) / len(recent) if recent else float("nan")
+        rows.append({"stream": name, "done": len(walls), "planned": len(ids), "hours": sum(walls) / 3600,
+                     "recent_s": pace, "eta_hours": (len(ids) - len(walls)) * pace / 3600})
+    return pd.DataFrame(rows).set_index("stream").round({"hours": 2, "recent_s": 1, "eta_hours": 1})
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+    import sys
+
+    from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
+    from ...profiles import ProfileError, load_profile, project_root
+    from ...run import Interrupted
+    from .study import background_state, start_background, stop_background
+    ap = argparse.ArgumentParser(prog="python -m skillbook.papers.breakdown.ceiling", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    cal = sub.add_parser("calibrate", help="none, oracle and one self stream on DEV games of candidate settings")
+    cal.add_argument("--settings", default=",".join(CALIBRATION))
+    cal.add_argument("--games", type=int, default=20)
+    cal.add_argument("--backend", default=DEFAULT_BACKEND)
+    for name in ("start", "run", "status", "stop"):
+        p = sub.add_parser(name)
+        p.add_argument("--profile", default="ceiling")
+        p.add_argument("--until", type=int, default=None, help="stop when every condition has this many games")
+    sub.choices["stop"].add_argument("--wait", type=float, default=600.0)
+    for p in sub.choices.values():
+        p.add_argument("--runs-root", default=None, help="default: runs/<profile> of the checkout")
+    args = ap.parse_args(argv)
+    project = project_root()
+    profile = getattr(args, "profile", "ceiling")
+    root = Path(args.runs_root) if args.runs_root else project / "runs" / profile
+    try:
+        if args.cmd == "calibrate":
+            labels = [s for s in args.settings.split(",") if s]
+            designs = {label: calibration_design(label, args.games) for label in labels}   # checked first
+            for label, d in designs.items():
+                base = root / "calibration" / label
+                llm = get_llm(args.backend, ResponseCache.for_run(base / "streams"))
+                run_ceiling(base, llm, d)
+            print(calibration_table(root, labels, args.games).round(3).T.to_string())
+            return
+        design = CeilingDesign.from_profile(profile)
+        if args.cmd == "status":
+            print(status(root, design).to_string())
+            print(background_state(root))
+        elif args.cmd == "stop":
+            stop_background(root, args.wait)
+        elif args.cmd == "start":
+            print(start_background(project, root, "skillbook.papers.breakdown.ceiling", profile, args.until))
+        else:
+            llm = get_llm(load_profile(profile).get("backend"), ResponseCache.for_run(root / "streams"))
+            try:
+                run_ceiling(root, llm, design, until=args.until)
+            except Interrupted as e:
+                print(f"\n{e}", flush=True)
+                sys.exit(130)
+            print(status(root, design).to_string())
+    except (ProfileError, ValueError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

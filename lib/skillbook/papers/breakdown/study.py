@@ -800,40 +800,13 @@ def main(argv: list[str] | None = None) -> None:
         design = StudyDesign.from_profile(profile)
         if args.cmd == "status":
             print(status(root, design).to_string())
-            pid = root / "study.pid"
-            if pid.exists():
-                alive = _alive(int(pid.read_text()))
-                print(f"background process {pid.read_text().strip()}: {'running' if alive else 'not running'}"
-                      f" (log: {root / 'study.log'})")
+            print(background_state(root))
             return
         if args.cmd == "stop":
-            pid = root / "study.pid"
-            if pid.exists() and _alive(int(pid.read_text())):
-                os.killpg(int(pid.read_text()), signal.SIGINT)   # stops within one agent step; nothing is lost
-                print("stopping; finished episodes are recorded", flush=True)
-                if not _wait_for_exit(int(pid.read_text()), args.wait):
-                    print(f"the study has not ended after {args.wait:.0f} s; run `stop` again to save its answers")
-                    return
-            else:
-                print("no study is running")
-            save_pending_answers(root)
+            stop_background(root, args.wait)
             return
         if args.cmd == "start":
-            pid = root / "study.pid"
-            if pid.exists() and _alive(int(pid.read_text())):
-                print(f"the study is already running (pid {pid.read_text().strip()}); see `status`")
-                return
-            checkout = pinned_checkout(project, root)
-            cmd = [sys.executable, "-m", "skillbook.papers.breakdown.study", "run", "--profile", profile,
-                   "--runs-root", str(root)] + (["--until", str(args.until)] if args.until else [])
-            log = open(root / "study.log", "ab")
-            env = {**os.environ, "PYTHONPATH": str(checkout / "lib"), "HF_HUB_OFFLINE": "1"}
-            proc = subprocess.Popen(cmd, cwd=checkout, stdout=log, stderr=log, env=env, start_new_session=True)
-            pid.write_text(f"{proc.pid}\n")
-            commit = (root / "code.txt").read_text().strip()
-            record_sitting(root, commit)
-            print(f"the study runs in the background from {checkout} (commit {commit[:12]}), pid {proc.pid}; "
-                  f"log: {root / 'study.log'}")
+            print(start_background(project, root, "skillbook.papers.breakdown.study", profile, args.until))
             return
         # run (foreground)
         backend = load_profile(profile).get("backend")
@@ -846,6 +819,49 @@ def main(argv: list[str] | None = None) -> None:
         print(status(root, design).to_string())
     except ProfileError as e:
         sys.exit(f"error: {e}")
+
+
+# -- a study in the background (this study's and the second's CLI) ------------------------------------------
+def background_state(root: Path) -> str:
+    pid = root / "study.pid"
+    if not pid.exists():
+        return "no background process was started"
+    state = "running" if alive(int(pid.read_text())) else "not running"
+    return f"background process {pid.read_text().strip()}: {state} (log: {root / 'study.log'})"
+
+
+def start_background(project: Path, root: Path, module: str, profile: str, until: int | None = None) -> str:
+    """`python -m <module> run --profile <profile>` in the background, from the pinned commit's worktree
+    (`pinned_checkout`), logged to `<root>/study.log`, its pid in `<root>/study.pid`; the sitting recorded."""
+    pid = root / "study.pid"
+    if pid.exists() and alive(int(pid.read_text())):
+        return f"the study is already running (pid {pid.read_text().strip()}); see `status`"
+    checkout = pinned_checkout(project, root)
+    cmd = [sys.executable, "-m", module, "run", "--profile", profile, "--runs-root", str(root)] + \
+        (["--until", str(until)] if until else [])
+    log = open(root / "study.log", "ab")
+    env = {**os.environ, "PYTHONPATH": str(checkout / "lib"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(cmd, cwd=checkout, stdout=log, stderr=log, env=env, start_new_session=True)
+    pid.write_text(f"{proc.pid}\n")
+    commit = (root / "code.txt").read_text().strip()
+    record_sitting(root, commit)
+    return (f"the study runs in the background from {checkout} (commit {commit[:12]}), pid {proc.pid}; "
+            f"log: {root / 'study.log'}")
+
+
+def stop_background(root: Path, wait: float) -> None:
+    """SIGINT to the background study (it stops within one agent step; nothing is lost), then its
+    unsaved answers saved as a committed chunk (`save_pending_answers`)."""
+    pid = root / "study.pid"
+    if pid.exists() and alive(int(pid.read_text())):
+        os.killpg(int(pid.read_text()), signal.SIGINT)
+        print("stopping; finished episodes are recorded", flush=True)
+        if not wait_for_exit(int(pid.read_text()), wait):
+            print(f"the study has not ended after {wait:.0f} s; run `stop` again to save its answers")
+            return
+    else:
+        print("no study is running")
+    save_pending_answers(root)
 
 
 def save_pending_answers(root: str | Path) -> Path | None:
@@ -869,16 +885,16 @@ def save_pending_answers(root: str | Path) -> Path | None:
     return chunk
 
 
-def _wait_for_exit(pid: int, seconds: float) -> bool:
+def wait_for_exit(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    while _alive(pid):
+    while alive(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(1)
     return True
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
