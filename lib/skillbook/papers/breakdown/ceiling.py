@@ -321,8 +321,8 @@ def calibration_design(label: str, games: int, **overrides) -> CeilingDesign:
 
 def calibration_table(root: str | Path, labels=None, games: int = 20) -> pd.DataFrame:
     """Per calibrated setting: games, success of each condition, the discordance of each primary contrast
-    (the planning value for G), and the self library's health (`health.health_summary`)."""
-    from .health import health_summary
+    (the planning value for G), and the self library's health (`health.stream_health`)."""
+    from .health import stream_health
     from .pipeline import library_of
     rows = []
     for label in labels or CALIBRATION:
@@ -343,8 +343,8 @@ def calibration_table(root: str | Path, labels=None, games: int = 20) -> pd.Data
             if {a, b} <= set(wide.columns):
                 row[f"discordance {name}"] = float((wide[a] != wide[b]).mean())
         if (base / "streams" / "self-1" / "run.json").exists():
-            eps = load_condition(base / "streams" / "self-1").episodes
-            h = health_summary(eps, library_of(base / "streams" / "self-1"), d.k)
+            self_dir = base / "streams" / "self-1"
+            h = stream_health(load_condition(self_dir).episodes, library_of(self_dir).state()["skills"], d.k)
             row.update({f"library {k}": v for k, v in h.items() if k != "k"})
         rows.append(row)
     return pd.DataFrame(rows).set_index("setting") if rows else pd.DataFrame()

@@ -1,67 +1,73 @@
-"""Library health: is the first paper's mechanism exercised at all? (issue 36)
+"""Library health: is the first paper's mechanism exercised at all? (chapter 09's figures; registered for
+the second study, issue 36)
 
 A skill library helps only if retrieval *chooses*: with k = 5 and a library of five skills, every query
 gets the whole library and retrieval is no mechanism at all. Chapter 09's subtask-text library is the
-real case: 616 inductions became 5 skills, one merged from 533 spans, so from the fifth task on every
-subtask saw the same five skills. The figures here, along a stream and at its end, say whether that
-happened:
+real case: 616 writes became 5 skills, one merged from 534 spans (3 of them successful) into 35 lines,
+and a strict subset was retrieved on 0.2% of the queries. The figures, per memory stream:
 
-    library size      skills in the library when a subtask retrieved (text skills are never deleted, so
-                      the ids written by earlier subtasks of the stream are the library)
-    retrieved         how many skills the subtask got, against k
-    strict subset     the subtask got fewer skills than the library held: retrieval chose
-    skill length      words of each final skill body
-    merged spans      how many induced spans each skill absorbed, and how many of them came from a
-                      successful span (`span_success`) or a successful task (`task_success`)
+    skills, k         the final library's size against the number retrieved per query
+    writes            every induction that shaped a final skill (its own and each merged into it)
+    strict subset     the share of queries that got fewer skills than the library held: retrieval chose
+                      (the library as it stood: skills first written at earlier stream positions; text
+                      skills are never deleted)
+    lines             median and longest skill body
+    from successes    the share of those writes that came from a successful span
+
+`health_along` gives the same per query, in stream order, for a plot along the stream.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ...skills.library import SkillLibrary
+
+def retrievals(episode) -> list[list[str]]:
+    """The retrieved skill ids of each query an episode made (per subtask; the task level asks once)."""
+    subs = [s.retrieved for s in episode.subtasks if s.retrieved]
+    return subs or ([episode.retrieved] if episode.retrieved else [])
+
+
+def writes(skill: dict) -> list[dict]:
+    """Every write that shaped a final skill: its own provenance and each write merged into it."""
+    prov = skill.get("provenance", {})
+    return [prov] + list(prov.get("merged_from", []))
 
 
 def health_along(episodes: list, k: int) -> pd.DataFrame:
-    """One row per retrieval (subtask) of one memory stream, in stream order: the library's size then,
-    how many skills were retrieved, and whether they were a strict subset of the library."""
-    seen: set[str] = set()
+    """One row per query of one memory stream, in stream order: the library's size then (skills first
+    written at earlier positions), how many skills were retrieved, and whether they were a strict subset.
+    A placebo's ids (`placebo-<id>`) count as the skills they stand for."""
+    born: dict[str, int] = {}
     rows = []
-    for e in sorted(episodes, key=lambda e: e.position):
-        for sub in e.subtasks:
-            size = len(seen)
-            rows.append({"position": e.position, "task_id": e.task_id, "subtask": sub.index,
-                         "library_size": size, "retrieved": len(sub.retrieved), "k": k,
-                         "strict_subset": bool(size) and len(sub.retrieved) < size})
-            seen.update(sub.written)
-    return pd.DataFrame(rows, columns=["position", "task_id", "subtask", "library_size", "retrieved", "k",
-                                       "strict_subset"])
+    for e in episodes:
+        size = len(born)
+        for ids in retrievals(e):
+            shown = {i.removeprefix("placebo-") for i in ids}
+            rows.append({"position": e.position, "task_id": e.task_id, "library_size": size,
+                         "retrieved": len(shown), "k": k, "strict_subset": len(shown) < size})
+        for sid in e.written:
+            born.setdefault(sid, e.position)
+    return pd.DataFrame(rows, columns=["position", "task_id", "library_size", "retrieved", "k", "strict_subset"])
 
 
-def skill_table(library: SkillLibrary) -> pd.DataFrame:
-    """One row per skill of a final library: its length and the spans merged into it (with the source
-    outcomes of its own span and of those merged in)."""
-    rows = []
-    for s in library:
-        spans = [s.provenance] + list(s.provenance.get("merged_from", []))
-        rows.append({"skill_id": s.id, "description": s.description, "words": len(s.body.split()),
-                     "lines": s.body.count("\n") + 1, "spans": len(spans),
-                     "from_successful_span": sum(bool(p.get("span_success")) for p in spans),
-                     "from_successful_task": sum(bool(p.get("task_success")) for p in spans)})
-    return pd.DataFrame(rows, columns=["skill_id", "description", "words", "lines", "spans",
-                                       "from_successful_span", "from_successful_task"])
+def stream_health(episodes: list, skills: list[dict], k: int) -> dict:
+    """The library-health figures of one memory stream (`skills`: its final library's skill records)."""
+    along = health_along(episodes, k)
+    shaped = [w for sk in skills for w in writes(sk)]
+    lines = [sk["body"].count("\n") + 1 for sk in skills]
+    return {"skills": len(skills), "k": k, "writes": len(shaped), "retrievals": len(along),
+            "strict subset": float(along.strict_subset.mean()) if len(along) else np.nan,
+            "median lines": float(np.median(lines)) if lines else np.nan,
+            "longest (lines)": max(lines, default=0),
+            "writes from successes": float(np.mean([bool(w.get("span_success")) for w in shaped]))
+            if shaped else np.nan}
 
 
-def health_summary(episodes: list, library: SkillLibrary, k: int) -> dict:
-    """The registered library-health figures of one stream."""
-    along, skills = health_along(episodes, k), skill_table(library)
-    asked = along[along.library_size > 0]
-    spans = int(skills.spans.sum()) if len(skills) else 0
-    return {"skills": len(library), "k": k, "retrievals": len(along),
-            "strict_subset_share": float(asked.strict_subset.mean()) if len(asked) else np.nan,
-            "library_at_most_k_share": float((asked.library_size <= k).mean()) if len(asked) else np.nan,
-            "median_words": float(skills.words.median()) if len(skills) else np.nan,
-            "largest_skill_spans_share": float(skills.spans.max() / spans) if spans else np.nan,
-            "spans": spans,
-            "spans_from_successful_span": float(skills.from_successful_span.sum() / spans) if spans else np.nan,
-            "spans_from_successful_task": float(skills.from_successful_task.sum() / spans) if spans else np.nan}
+def skill_table(skills: list[dict]) -> pd.DataFrame:
+    """A final library, a row per skill: description, lines, characters, the writes merged into it and how
+    many of them came from a successful span."""
+    rows = [{"skill": sk["id"], "description": sk["description"], "lines": sk["body"].count("\n") + 1,
+             "characters": len(sk["body"]), "writes": len(writes(sk)),
+             "from successes": sum(bool(w.get("span_success")) for w in writes(sk))} for sk in skills]
+    return pd.DataFrame(rows).set_index("skill") if rows else pd.DataFrame()

@@ -42,6 +42,7 @@ import pandas as pd
 from ...agent import AgentConfig
 from ...envs import sample_tasks
 from ...run import Condition, Interrupted, frame, load_condition, run_condition, run_conditions
+from .health import retrievals, skill_table, stream_health
 from .pipeline import condition, interleave
 
 # -- calibration (DEV split) ------------------------------------------------------------------------------
@@ -366,50 +367,27 @@ def library_growth(root: str | Path, design: StudyDesign) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["condition", "position", "skills"])
 
 
-def _retrievals(episode) -> list[list[str]]:
-    """The retrieved skill ids of each query an episode made (per subtask; the task level asks once)."""
-    subs = [s.retrieved for s in episode.subtasks if s.retrieved]
-    return subs or ([episode.retrieved] if episode.retrieved else [])
-
-
-def _writes(skill: dict) -> list[dict]:
-    """Every write that shaped a final skill: its own provenance and each write merged into it."""
-    prov = skill.get("provenance", {})
-    return [prov] + list(prov.get("merged_from", []))
-
-
 def library_health(root: str | Path, design: StudyDesign) -> pd.DataFrame:
-    """Per memory stream, whether the mechanism was exercised: the final library's size against k, the
-    inductions it took (every write, merges included), the share of retrievals that chose a strict subset
-    of the library as it stood (skills first written at earlier positions; none was ever deleted in these
-    streams), the skills' length, and the share of the writes behind the final skills that came from a
-    successful span. A library no larger than k is retrieved whole: retrieval then selects nothing.
-    The placebo's row is its hidden library (the one its placebo texts are shaped after)."""
+    """Per memory stream, whether the mechanism was exercised (`health.stream_health`: the final library's
+    size against k, the writes behind it, the share of retrievals that chose a strict subset of the library
+    as it stood, the skills' length, the share of writes from a successful span). A library no larger than
+    k is retrieved whole: retrieval then selects nothing. The placebo's row is its hidden library (the one
+    its placebo texts are shaped after)."""
     from .pipeline import library_of
     rows = []
     for c in design.conditions:
         d = Path(root) / "streams" / c
         if c.endswith("-none") or not (d / "run.json").exists():
             continue
-        skills = library_of(d).state()["skills"]
-        born: dict[str, int] = {}
-        queries = subset = 0
-        for e in load_condition(d).episodes:
-            size = len(born)
-            for ids in _retrievals(e):
-                queries += 1
-                subset += len({i.removeprefix("placebo-") for i in ids}) < size
-            for sid in e.written:
-                born.setdefault(sid, e.position)
-        writes = [w for sk in skills for w in _writes(sk)]
-        lines = [sk["body"].count("\n") + 1 for sk in skills]
-        rows.append({"condition": c, "skills": len(skills), "k": design.k, "writes": len(writes),
-                     "retrievals": queries, "strict subset": subset / queries if queries else np.nan,
-                     "median lines": float(np.median(lines)) if lines else np.nan,
-                     "longest (lines)": max(lines, default=0),
-                     "writes from successes": float(np.mean([bool(w.get("span_success")) for w in writes]))
-                     if writes else np.nan})
+        rows.append({"condition": c, **stream_health(load_condition(d).episodes,
+                                                     library_of(d).state()["skills"], design.k)})
     return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame()
+
+
+def final_library(root: str | Path, condition: str) -> pd.DataFrame:
+    """The final library of one memory stream, a row per skill (`health.skill_table`)."""
+    from .pipeline import library_of
+    return skill_table(library_of(Path(root) / "streams" / condition).state()["skills"])
 
 
 def library_text(health: pd.Series, library: pd.DataFrame) -> str:
@@ -426,19 +404,6 @@ def library_text(health: pd.Series, library: pd.DataFrame) -> str:
             "registers these figures in advance.")
 
 
-def final_library(root: str | Path, condition: str) -> pd.DataFrame:
-    """The final library of one memory stream, a row per skill: description, lines, characters, the writes
-    merged into it and how many of them came from a successful span."""
-    from .pipeline import library_of
-    rows = []
-    for sk in library_of(Path(root) / "streams" / condition).state()["skills"]:
-        writes = _writes(sk)
-        rows.append({"skill": sk["id"], "description": sk["description"], "lines": sk["body"].count("\n") + 1,
-                     "characters": len(sk["body"]), "writes": len(writes),
-                     "from successes": sum(bool(w.get("span_success")) for w in writes)})
-    return pd.DataFrame(rows).set_index("skill") if rows else pd.DataFrame()
-
-
 def slot_size(root: str | Path, design: StudyDesign, conditions=("subtask-text", "subtask-placebo")) -> pd.DataFrame:
     """What filled the skill slot, per retrieval query: skills shown and their characters (description +
     body of each skill's final version — the records keep ids, not the text shown at the time). The
@@ -452,7 +417,7 @@ def slot_size(root: str | Path, design: StudyDesign, conditions=("subtask-text",
             continue
         size = {sk["id"]: len(sk["description"]) + len(sk["body"]) for sk in library_of(d).state()["skills"]}
         per = [(len(ids), sum(size.get(i.removeprefix("placebo-"), 0) for i in ids))
-               for e in load_condition(d).episodes for ids in _retrievals(e)]
+               for e in load_condition(d).episodes for ids in retrievals(e)]
         if per:
             rows.append({"condition": c, "queries": len(per), "skills shown": float(np.mean([a for a, _ in per])),
                          "characters": float(np.mean([b for _, b in per]))})
