@@ -4,6 +4,7 @@
 #                                    the same, every episode on a Ray cluster (docs: cluster.md)
 #   make test                        install into .venv, run the tests
 #   make study / make study-status   start or resume the study of chapter 09 in the background / its progress
+#   make ceiling-calibrate [SETTINGS=coin-L3]   the second study's dev calibration (issue 36)
 #   make rerun CHAPTER=05_utility SET="n_buckets=4" [RUN=mine] [LIVE=1]
 #                                    re-execute one chapter with changed parameters into runs/$(RUN)/
 #   make html RUN=mine               the book with runs/mine/'s chapters in place of the profile's
@@ -20,6 +21,7 @@ ACTORS  ?=
 PYTHON  ?= python3
 DIR     ?=
 BENCH   ?=
+SETTINGS ?=
 # The CPU wheel of torch, pinned: installed first so that no dependency pulls a multi-GB CUDA build.
 TORCH   := torch==2.13.0
 VENV    := .venv
@@ -31,7 +33,7 @@ EXTRAS  := test,train
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: offline-kit install-offline install book chapters html rerun test bench clean check-java study study-status study-stop calibrate check-bwrap
+.PHONY: offline-kit install-offline install book chapters html rerun test bench clean check-java study study-status study-stop calibrate ceiling-calibrate ceiling ceiling-status ceiling-stop check-bwrap
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +101,20 @@ study-stop: install
 
 calibrate: install check-java
 	$(PY) -m skillbook.papers.breakdown.study calibrate
+
+# The second study (issue 36: none, self, oracle, placebo on distinct games): its dev calibration, then the
+# registered run in the background (profiles/ceiling.yml, once registered), its progress, a clean stop.
+ceiling-calibrate: install check-java
+	$(PY) -m skillbook.papers.breakdown.ceiling calibrate $(if $(SETTINGS),--settings $(SETTINGS),)
+
+ceiling: install check-java
+	$(PY) -m skillbook.papers.breakdown.ceiling start --profile ceiling
+
+ceiling-status: install
+	$(PY) -m skillbook.papers.breakdown.ceiling status --profile ceiling
+
+ceiling-stop: install
+	$(PY) -m skillbook.papers.breakdown.ceiling stop --profile ceiling
 
 # A room without network (workshop.md): fetch once where there is network, copy DIR by USB, install from it.
 offline-kit: install
