@@ -187,6 +187,16 @@ def test_the_copy_message_names_each_folder_once():
         "[skillbook] records copied from runs/workshop/: transfer"
 
 
+def test_a_rerun_from_a_profile_without_records_says_so():
+    """The real case: a live smoke rerun printed 'records copied from runs/smoke/: none (runs/kit/ has
+    them already)' when neither folder existed."""
+    from skillbook.book.rerun import copied_text
+    assert copied_text("05_utility", "smoke", "study", "kit", [], had=[]) == \
+        "[skillbook] no records copied: runs/smoke/ has none of 05_utility (a live execution makes them)"
+    assert copied_text("05_utility", "smoke", "study", "kit", [], had=["05_utility"]).endswith(
+        "none (runs/kit/ has them already)")
+
+
 def test_a_copy_of_the_project_is_its_own_root(tmp_path, monkeypatch):
     """The real case: `make rerun` run inside a copy of the project acted on the original checkout,
     because project_root() looked beside the editable package before looking at the current folder."""
@@ -199,3 +209,17 @@ def test_a_copy_of_the_project_is_its_own_root(tmp_path, monkeypatch):
     assert project_root() == copy.resolve()
     monkeypatch.chdir(tmp_path)  # outside any checkout: the package's own checkout
     assert (project_root() / "lib" / "skillbook").is_dir()
+
+
+def test_a_changed_parameter_shows_the_value_it_replaced_even_when_the_profile_does_not_set_it(tmp_path):
+    """The real case: `make rerun CHAPTER=05_utility SET="n_buckets=4"` printed 'n_buckets None -> 4'; the
+    chapter's parameters cell says 3."""
+    from skillbook.book.rerun import changed_parameters, changed_text, notebook_defaults
+    root = Path(__file__).resolve().parents[1]
+    defaults = notebook_defaults(root, "05_utility")
+    assert defaults["n_buckets"] == "3"
+    changed = changed_parameters({"seed": 0}, {"seed": 0, "n_buckets": 4}, {"n_buckets": 4}, defaults)
+    assert changed_text(changed) == "[skillbook] changed: n_buckets 3 -> 4"
+    assert changed_text(changed_parameters({"n_buckets": 2}, {"n_buckets": 4}, {"n_buckets": 4}, defaults)) == \
+        "[skillbook] changed: n_buckets 2 -> 4"
+    assert changed_text({}) == "[skillbook] changed: nothing (the same parameters as the profile)"

@@ -41,12 +41,19 @@ NOT_COPIED = shutil.ignore_patterns(".responses.sqlite*", ".lock", "*.pid", "*.l
 RESERVED = {"study", "bench"}     # folders under runs/ that are not a profile's but are committed
 
 
-def copied_text(chapter: str, source: str, study_profile: str, into: str, copied: list[str]) -> str:
+def copied_text(chapter: str, source: str, study_profile: str, into: str, copied: list[str],
+                had: list[str] | None = None) -> str:
     """What `rerun` says it copied: from the profile's folder and, for the study's chapter, the study's
-    (named once when the source profile is the study's own)."""
+    (named once when the source profile is the study's own). `had`: what the target held already; when
+    nothing was copied and the target held nothing either, the sources had no records to copy."""
     origins = [source] + ([study_profile] if chapter in STUDY_RECORDS and study_profile != source else [])
-    return (f"[skillbook] records copied from {' and '.join(f'runs/{o}/' for o in origins)}: "
-            + (", ".join(copied) if copied else f"none (runs/{into}/ has them already)"))
+    named = " and ".join(f"runs/{o}/" for o in origins)
+    if copied:
+        return f"[skillbook] records copied from {named}: " + ", ".join(copied)
+    if had is None or had:
+        return f"[skillbook] records copied from {named}: none (runs/{into}/ has them already)"
+    return (f"[skillbook] no records copied: {named} {'has' if len(origins) == 1 else 'have'} none of "
+            f"{chapter} (a live execution makes them)")
 
 
 class ReplayNeedsModel(RuntimeError):
@@ -102,14 +109,16 @@ def _copy(src: Path, dst: Path) -> bool:
 
 
 def copy_records(chapter: str, params: dict, source: Path, study: Path, target: Path,
-                 chapters: list[str]) -> list[str]:
-    """Copy what `chapter` reads into `target`; the names of what was copied now."""
+                 chapters: list[str]) -> tuple[list[str], list[str]]:
+    """Copy what `chapter` reads into `target`; the names of what was copied now, and of what the target
+    held already."""
     pairs = [(source / f, target / f) for f in [chapter, *RECORDS.get(chapter, [])]]
     pairs += [(study / f, target / f) for f in STUDY_RECORDS.get(chapter, [])]
     if chapter == FINDINGS:
         for c in chapters:
             pairs += [(r / c / "claims.json", target / c / "claims.json") for r in (source, study)]
-    return [str(dst.relative_to(target)) for src, dst in pairs if _copy(src, dst)]
+    had = [str(dst.relative_to(target)) for _, dst in pairs if dst.exists()]
+    return [str(dst.relative_to(target)) for src, dst in pairs if _copy(src, dst)], had
 
 
 def recorded_cost(chapter: str, folders: list[Path]) -> dict:
@@ -132,6 +141,35 @@ def _cost_text(cost: dict) -> str:
     per = cost["live_seconds"] / cost["live_calls"]
     return (f"its recorded run made {cost['live_calls']} live model calls in {cost['live_seconds'] / 60:.0f} min "
             f"(~{per:.1f} s per call); a change that touches the model costs up to about that")
+
+
+_MISSING = object()
+
+
+class _Default(str):
+    """A parameter's default as its chapter's parameters cell writes it (shown as written, not quoted)."""
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def notebook_defaults(root: Path, chapter: str) -> dict[str, str]:
+    """The chapter's parameters and their defaults as its parameters cell writes them (papermill's own
+    reading): what a parameter the profile does not set is when a rerun changes it."""
+    import papermill
+    return {name: p["default"] for name, p in papermill.inspect_notebook(
+        str(root / "chapters" / f"{chapter}.ipynb")).items()}
+
+
+def changed_parameters(base: dict, plan: dict, sets: dict, defaults: dict[str, str]) -> dict:
+    """name → (the value it had, the value it gets) for each parameter `sets` changes: the profile's value,
+    or where the profile does not set it, the chapter's default as its parameters cell writes it."""
+    return {k: (base[k] if k in base else _Default(defaults.get(k, "None")), v) for k, v in plan.items()
+            if k in sets and base.get(k, _MISSING) != v}
+
+
+def changed_text(changed: dict) -> str:
+    return "[skillbook] changed: " + (", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items())
+                                      or "nothing (the same parameters as the profile)")
 
 
 @contextmanager
@@ -169,15 +207,14 @@ def rerun(chapter: str, source: str = "workshop", into: str = "mine", sets: dict
     scoped = (params.get("chapters") or {}).get(chapter, {}) or {}
     study_profile = {**params, **scoped}.get("study_profile", "study")
     source_dir, study_dir = root / "runs" / source, root / "runs" / str(study_profile)
-    changed = {k: (base.get(k), v) for k, v in plan.items() if k in sets and base.get(k) != v}
+    changed = changed_parameters(base, plan, sets, notebook_defaults(root, chapter))
 
     target.mkdir(parents=True, exist_ok=True)
-    copied = copy_records(chapter, params, source_dir, study_dir, target, known)
+    copied, had = copy_records(chapter, params, source_dir, study_dir, target, known)
     cost = recorded_cost(chapter, [source_dir, study_dir])
     say(f"[skillbook] rerun {chapter}: profile {source} (with its overrides for {chapter}) -> runs/{into}/")
-    say("[skillbook] changed: " + (", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items())
-                                   or "nothing (the same parameters as the profile)"))
-    say(copied_text(chapter, source, str(study_profile), into, copied))
+    say(changed_text(changed))
+    say(copied_text(chapter, source, str(study_profile), into, copied, had))
     say(f"[skillbook] live model time: none if the change only re-analyses the records; {_cost_text(cost)}. "
         "Replaying first, without the model.")
     try:
