@@ -75,7 +75,7 @@ def project(tmp_path, fake_server):
     (tmp_path / "profiles" / "workshop.yml").write_text(
         f'backend: "{fake_server}"\nn_buckets: 2\nchapters:\n  90_tiny:\n    label: "the override"\n')
     (tmp_path / "chapters").mkdir()
-    nb = new_notebook(cells=[new_markdown_cell("# Tiny"), new_code_cell(PARAMS, metadata={"tags": ["parameters"]}),
+    nb = new_notebook(cells=[new_markdown_cell("# Tiny\n\nWhat this page is about."), new_code_cell(PARAMS, metadata={"tags": ["parameters"]}),
                              new_code_cell(BODY), new_code_cell("lab.finish()")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "chapters" / "90_tiny.ipynb")
@@ -115,6 +115,8 @@ def test_an_analysis_only_change_reruns_from_the_records_with_no_model_call(proj
     stage = stage_overlay("workshop", "mine", project)
     page = nbformat.read(stage / "runs" / "workshop" / "90_tiny.ipynb", as_version=4)
     assert "re-executed into `runs/mine/` with `n_buckets = 4`" in page.cells[1].source
+    assert page.cells[0].source == "# Tiny"                           # the note right under the title,
+    assert page.cells[2].source == "What this page is about."         # then the page's introduction
 
     # a change that needs new answers is found before any model call, with the recorded cost
     with pytest.raises(ReplayNeedsModel, match=r"needs new model answers; .*4 live model calls"):

@@ -275,7 +275,14 @@ def stage_overlay(profile: str, overlay: str, root: Path) -> Path:
                 f":::{{note}}\nThis page was re-executed into `runs/{overlay}/` with {what} "
                 f"(profile {profile}); the other chapters are the profile's.\n:::")
             note["id"] = "rerun-note"
+            # right under the page's title, not after its whole introduction (where it sat ~1,750 px down)
             heading = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
+            if heading >= 0 and nb.cells[heading].source.startswith("# ") and "\n" in nb.cells[heading].source:
+                title, rest = nb.cells[heading].source.split("\n", 1)
+                nb.cells[heading].source = title
+                after = nbformat.v4.new_markdown_cell(rest.lstrip("\n"))
+                after["id"] = "rerun-intro"
+                nb.cells.insert(heading + 1, after)
             nb.cells.insert(heading + 1, note)
             nbformat.write(nb, dst)
         elif theirs.exists():
