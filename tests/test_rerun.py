@@ -96,6 +96,13 @@ def printed(notebook: Path) -> str:
 
 
 @pytest.mark.integration
+def test_a_chapter_executes_over_ipc_with_no_unencrypted_tcp_warning(project, capfd):
+    """The real case: every kernel start printed 'Kernel is running over TCP without encryption'."""
+    from skillbook.book import execute
+    execute("workshop", ["90_tiny"], root=project, output_root=project / "runs" / "other")
+    assert "without encryption" not in capfd.readouterr().err
+
+
 def test_an_analysis_only_change_reruns_from_the_records_with_no_model_call(project):
     workshop = digest(project / "runs" / "workshop")
     said = []

@@ -14,6 +14,7 @@ its response cache in runs/<profile>/<name>/.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -292,6 +293,27 @@ def execute(profile: str = CANONICAL_PROFILE, chapters: list[str] | None = None,
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def kernel_transport():
+    """papermill's keyword arguments for where the kernel it starts listens. On POSIX: IPC sockets in a
+    private temporary folder (removed afterwards), not TCP on localhost, which every kernel start warned
+    was unencrypted and which any local user could reach; elsewhere papermill's default."""
+    if os.name != "posix":
+        yield {}
+        return
+    import tempfile
+
+    from jupyter_client.manager import KernelManager
+    with tempfile.TemporaryDirectory(prefix="skillbook-kernel-") as folder:   # mode 0700
+
+        class IPCKernelManager(KernelManager):
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                self.transport, self.ip = "ipc", os.path.join(folder, "kernel")
+
+        yield {"kernel_manager_class": IPCKernelManager}
+
+
 def _execute_plans(plans, profile: str, output_root: Path | None, root: Path, pm) -> list[Path]:
     out_dir = output_root or (root / "runs" / profile)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -302,8 +324,10 @@ def _execute_plans(plans, profile: str, output_root: Path | None, root: Path, pm
         print(f"[skillbook] executing {name} (profile {profile}) -> {target}", flush=True)
         slow = []
         try:
-            pm.execute_notebook(str(source), str(target), parameters=p, kernel_name="python3",
-                                cwd=str(root / "chapters"), progress_bar=False, log_output=False)
+            with kernel_transport() as transport:
+                pm.execute_notebook(str(source), str(target), parameters=p, kernel_name="python3",
+                                    cwd=str(root / "chapters"), progress_bar=False, log_output=False,
+                                    **transport)
         finally:   # a failed execution is read too (where it stopped): normalise it as well
             if target.exists():
                 slow = slowest_cells(target)
