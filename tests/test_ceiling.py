@@ -48,6 +48,10 @@ def test_a_ceiling_run_records_every_stream_and_resumes_with_no_new_call(fake_en
     assert len(model.calls) == calls
     with pytest.raises(ValueError, match="built from other settings"):
         prepare(tmp_path, model, design(oracle_games=3))
+    games = json.loads((tmp_path / "games.json").read_text())["games"]
+    assert sorted(games) == sorted(plan.games) and len(set(games)) == 4
+    with pytest.raises(ValueError, match="games of another design"):
+        prepare(tmp_path, model, design(games=6))
 
 
 def test_the_contrasts_are_paired_over_games_and_the_streams_are_a_replicated_treatment():

@@ -197,9 +197,30 @@ def oracle_tasks(design: CeilingDesign, game: str | None = None) -> list[str]:
                           design.seeds_searched, skip=2, env=design.env)
 
 
+def fixed_games(root: str | Path, design: CeilingDesign) -> list[str]:
+    """The design's test games, chosen once and kept in `<root>/games.json` (with the design that chose
+    them), so that a replay or a status reads them instead of finding them again in the simulator; a
+    file chosen under another design is refused."""
+    path = Path(root) / "games.json"
+    key = {k: v for k, v in design.settings().items() if k in GAME_KEYS}
+    if path.exists():
+        saved = json.loads(path.read_text())
+        if saved["chosen_by"] != key:
+            raise ValueError(f"{path} holds the games of another design ({saved['chosen_by']}); use another "
+                             "profile for a new design")
+        return saved["games"]
+    games = test_games(design)
+    write_json_if_changed(path, {"chosen_by": key, "games": games})
+    return games
+
+
+# what decides which games a design tests (the rest of the design does not change them)
+GAME_KEYS = ("env", "game", "twx_params", "split", "games", "seed", "seeds_searched")
+
+
 def prepare(root: str | Path, llm, design: CeilingDesign) -> Plan:
     """The test games, both gold libraries (built once) and the plan of streams."""
-    games = test_games(design)
+    games = fixed_games(root, design)
     empty = SkillLibrary()
     oracle = built_library(root, "oracle", llm, oracle_tasks(design), design.env_options, design.prompts) \
         if "oracle" in design.conditions else empty
@@ -353,7 +374,7 @@ def calibration_table(root: str | Path, labels=None, games: int = 20) -> pd.Data
 def status(root: str | Path, design: CeilingDesign) -> pd.DataFrame:
     """Per stream: games done of planned, hours, seconds per episode, and the ETA at the last chunk's
     pace. Reads records only (the plan's games from the per-user cache of game digests)."""
-    plan = plan_runs(design, None, SkillLibrary(), SkillLibrary(), test_games(design))
+    plan = plan_runs(design, None, SkillLibrary(), SkillLibrary(), fixed_games(root, design))
     rows = []
     for name, _, ids in plan.runs:
         d = Path(root) / "streams" / name
