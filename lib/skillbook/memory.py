@@ -118,29 +118,12 @@ def _match_shape(text: str, template: str) -> str:
     return "\n".join(out)
 
 
-class PlaceboMemory(MemoryPolicy):
-    """The noise floor of a prompt-changing memory: the same policy writes and retrieves as usual, but
-    every retrieved skill is shown as an irrelevant skill of the same shape — description and body of
-    the same length in characters, line by line — in the same prompt slot. A memory that helps only as
-    much as its placebo helps because its prompt changed, not because of what it says.
-
-    The inner policy still learns from this agent's own trajectories (which the placebo prompts shaped),
-    so the placebo's library grows as the real one would on those trajectories."""
+class ShownInstead(MemoryPolicy):
+    """A policy that shows something else in place of what `inner` retrieves (a placebo): `inner` writes,
+    learns and is saved as usual, and its model calls are the episode's."""
 
     def __init__(self, inner: MemoryPolicy):
         self.inner = inner
-        self.name = f"placebo-{inner.name}"
-
-    def retrieve(self, query: str, context: dict) -> list[Skill]:
-        real = self.inner.retrieve(query, context)
-        seed = int(hashlib.sha256(str(context.get("task_id", "")).encode()).hexdigest(), 16)
-        out = []
-        for i, s in enumerate(real):
-            description, body = PLACEBO_TEXTS[(seed + i) % len(PLACEBO_TEXTS)]
-            out.append(Skill(id=f"placebo-{s.id}", description=_match_shape(description, s.description),
-                             body=_match_shape(body, s.body), format="text",
-                             provenance={"placebo_for": s.id}))
-        return out
 
     def write(self, trajectory: Trajectory, context: dict) -> list[Skill]:
         written = self.inner.write(trajectory, context)
@@ -159,8 +142,33 @@ class PlaceboMemory(MemoryPolicy):
     def load_state(self, state: dict) -> None:
         self.inner.load_state(state)
 
+
+class PlaceboMemory(ShownInstead):
+    """The noise floor of a prompt-changing memory: the same policy writes and retrieves as usual, but
+    every retrieved skill is shown as an irrelevant skill of the same shape — description and body of
+    the same length in characters, line by line — in the same prompt slot. A memory that helps only as
+    much as its placebo helps because its prompt changed, not because of what it says.
+
+    The inner policy still learns from this agent's own trajectories (which the placebo prompts shaped),
+    so the placebo's library grows as the real one would on those trajectories."""
+
+    def __init__(self, inner: MemoryPolicy):
+        super().__init__(inner)
+        self.name = f"placebo-{inner.name}"
+
+    def retrieve(self, query: str, context: dict) -> list[Skill]:
+        real = self.inner.retrieve(query, context)
+        seed = int(hashlib.sha256(str(context.get("task_id", "")).encode()).hexdigest(), 16)
+        out = []
+        for i, s in enumerate(real):
+            description, body = PLACEBO_TEXTS[(seed + i) % len(PLACEBO_TEXTS)]
+            out.append(Skill(id=f"placebo-{s.id}", description=_match_shape(description, s.description),
+                             body=_match_shape(body, s.body), format="text",
+                             provenance={"placebo_for": s.id}))
+        return out
+
     def settings(self) -> dict:
         return {"class": "PlaceboMemory", "inner": self.inner.settings()}
 
 
-__all__ = ["MemoryPolicy", "NoMemory", "PlaceboMemory", "content_hash", "PLACEBO_TEXTS"]
+__all__ = ["MemoryPolicy", "NoMemory", "PlaceboMemory", "ShownInstead", "content_hash", "PLACEBO_TEXTS"]

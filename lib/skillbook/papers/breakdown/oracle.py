@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 
 from ...envs import EnvPool, make_env
-from ...memory import MemoryPolicy
+from ...memory import MemoryPolicy, ShownInstead, content_hash
 from ...records import Step, Trajectory
 from ...skills.library import SkillLibrary
 from ...skills.record import Skill
@@ -96,7 +96,7 @@ class _Outcome:
         self.success, self.score = success, score
 
 
-class OtherGamePlacebo(MemoryPolicy):
+class OtherGamePlacebo(ShownInstead):
     """The placebo of issue 36: the agent's own memory (`inner`) writes and retrieves as usual, but each
     skill it retrieves is shown as a whole skill from `pool` (a library about another game): as many as
     it retrieved, each the pool skill nearest in length (words) to the one it replaces, no skill twice
@@ -105,7 +105,8 @@ class OtherGamePlacebo(MemoryPolicy):
     def __init__(self, inner: MemoryPolicy, pool: SkillLibrary, pool_name: str):
         if len(pool) == 0:
             raise ValueError("the placebo's pool of other-game skills is empty")
-        self.inner, self.pool, self.pool_name = inner, list(pool), pool_name
+        super().__init__(inner)
+        self.pool, self.pool_name = list(pool), pool_name
         self.name = f"placebo-{pool_name}-{inner.name}"
 
     def retrieve(self, query: str, context: dict) -> list[Skill]:
@@ -123,24 +124,6 @@ class OtherGamePlacebo(MemoryPolicy):
                              format="text", provenance={"placebo_for": s.id, "pool": self.pool_name}))
         return out
 
-    def write(self, trajectory: Trajectory, context: dict) -> list[Skill]:
-        written = self.inner.write(trajectory, context)
-        self._calls = (self._calls or []) + self.inner.pop_calls()
-        return written
-
-    def finish(self, episode, context: dict) -> None:
-        self.inner.finish(episode, context)
-
-    def pop_calls(self) -> list:
-        return super().pop_calls() + self.inner.pop_calls()
-
-    def state(self) -> dict:
-        return self.inner.state()
-
-    def load_state(self, state: dict) -> None:
-        self.inner.load_state(state)
-
     def settings(self) -> dict:
-        from ...memory import content_hash
         return {"class": "OtherGamePlacebo", "inner": self.inner.settings(), "pool": self.pool_name,
                 "pool_skills": content_hash([s.to_dict() for s in self.pool])}
