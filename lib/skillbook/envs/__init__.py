@@ -22,6 +22,18 @@ def make_env(name: str, **options) -> Env:
     return ENVS[name](**options)
 
 
+def repeatable_gold_actions(env: Env, task_id: str) -> list[str]:
+    """The task's gold actions, from a fresh simulator when `env`'s gold paths depend on what it ran
+    before (so that a re-run draws the same path), else from `env` itself."""
+    if not env.gold_depends_on_history:
+        return env.gold_actions(task_id)
+    fresh = make_env(env.name, **env.options)
+    try:
+        return fresh.gold_actions(task_id)
+    finally:
+        fresh.close()
+
+
 def simulator_revisions(env_names) -> dict[str, int]:
     """The simulator revision of each named env whose simulator settings changed since the first book (a
     revision other than 1): part of a run's settings, so records made under an earlier revision are never
@@ -37,7 +49,7 @@ def canonical_options(name: str, options: dict) -> dict:
     return canonical(dict(options)) if canonical else dict(options)
 
 
-__all__ = ["units", "unit_counts", "unit_name", "SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
+__all__ = ["repeatable_gold_actions", "units", "unit_counts", "unit_name", "SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
            "task_frame", "task_texts", "task_text", "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
            "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
            "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ...envs import EnvPool, make_env
+from ...envs import EnvPool, repeatable_gold_actions
 from ...memory import MemoryPolicy, ShownInstead, content_hash
 from ...records import Step, Trajectory
 from ...skills.library import SkillLibrary
@@ -29,14 +29,7 @@ from .memory import InducedMemory
 def gold_trajectory(env, task_id: str) -> Trajectory:
     """The task's gold actions played in `env` (from a fresh simulator when gold paths depend on what
     ran before, so a re-run draws the same path), as one task-level trajectory."""
-    if env.gold_depends_on_history:
-        fresh = make_env(env.name, **env.options)
-        try:
-            actions = fresh.gold_actions(task_id)
-        finally:
-            fresh.close()
-    else:
-        actions = env.gold_actions(task_id)
+    actions = repeatable_gold_actions(env, task_id)
     env.reset(task_id)
     task = env.task(task_id)
     steps, success = [], False

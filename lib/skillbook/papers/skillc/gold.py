@@ -30,8 +30,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ...analysis import bootstrap_ci, spearman_ci
-from ...envs import (EnvPool, canonical_options, make_env, parse_task_id, parse_task_types,
-                     simulator_revisions)
+from ...envs import (EnvPool, canonical_options, parse_task_id, parse_task_types,
+                     repeatable_gold_actions, simulator_revisions)
 from ...llm.backends import backend_fingerprint
 from ...run import RunDir
 from .credit import (ABLATIONS, NEUTRAL, Candidate, closed_loop_credit, judge_credit, judge_id, replay,
@@ -215,14 +215,7 @@ def _trajectory(envs: EnvPool, task_id: str) -> dict:
     """The task's gold actions (from a fresh simulator when its gold paths depend on what ran before, so
     that a re-run draws the same path), replayed in the pool's simulator: their score and the start."""
     env = envs.for_task(task_id)
-    if env.gold_depends_on_history:
-        fresh = make_env(env.name, **env.options)
-        try:
-            actions = fresh.gold_actions(task_id)
-        finally:
-            fresh.close()
-    else:
-        actions = env.gold_actions(task_id)
+    actions = repeatable_gold_actions(env, task_id)
     r = replay(env, task_id, actions)
     env_name, tt, _, _ = parse_task_id(task_id)
     return {"task_id": task_id, "env": env_name, "task_type": tt, "instruction": env.instruction, "start": r.start,
