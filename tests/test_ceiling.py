@@ -10,7 +10,7 @@ from skillbook.papers.breakdown.ceiling import CeilingDesign, library_file, load
 
 
 def design(**kw):
-    base = dict(env="fake", game="count", placebo_game="fetch", games=4, streams=2, oracle_games=2,
+    base = dict(env="fake", mix={"count": {}}, placebo_game="fetch", games=4, streams=2, oracle_games=2,
                 seeds_searched=12, chunk=2, max_steps=6, max_subtask_steps=4)
     return CeilingDesign(**{**base, **kw})
 
@@ -22,9 +22,37 @@ def test_streams_are_disjoint_subsets_covering_every_game():
     assert subsets(games, 3, seed=1) == parts != subsets(games, 3, seed=2)
 
 
+def test_streams_of_a_mix_hold_the_same_share_of_each_game():
+    games = [f"twx/{g}/test/{i}" for g in ("coin", "twc", "cookingworld") for i in range(6)]
+    parts = subsets(games, 3, seed=0)
+    assert sorted(sum(parts, [])) == sorted(games)
+    for part in parts:
+        assert sorted(t.split("/")[1] for t in part) == ["coin"] * 2 + ["cookingworld"] * 2 + ["twc"] * 2
+    one = [f"twx/coin/test/{i}" for i in range(7)]
+    assert [len(p) for p in subsets(one, 3)] == [3, 2, 2]
+
+
+def test_a_mixed_stream_has_half_its_games_of_each_and_the_oracle_learns_from_both_in_turn(fake_env, tmp_path):
+    from skillbook.papers.breakdown.ceiling import oracle_tasks, test_games
+    d = design(mix={"count": {}, "fetch": {}}, games=4, streams=1, conditions=("none", "oracle", "self"))
+    games = test_games(d)
+    assert sorted(t.split("/")[1] for t in games) == ["count", "count", "fetch", "fetch"]
+    assert [t.split("/")[1] for t in oracle_tasks(d)] == ["count", "fetch", "count", "fetch"]
+    model = FakeModel()
+    model.cache = ResponseCache.for_run(tmp_path)
+    plan = run_ceiling(tmp_path, model, d)
+    assert [n for n, _, _ in plan.runs] == ["none", "oracle", "self-1"]
+    df = load_ceiling(tmp_path, plan)
+    assert df.groupby("condition").task_id.nunique().to_dict() == {"none": 4, "oracle": 4, "self": 4}
+
+
 def test_bad_designs_are_refused_before_any_model_time():
-    with pytest.raises(ValueError, match="another game"):
+    with pytest.raises(ValueError, match="outside the mix"):
         design(placebo_game="count")
+    with pytest.raises(ValueError, match="split evenly"):
+        design(mix={"count": {}, "fetch": {}}, games=5, conditions=("none",))
+    with pytest.raises(ValueError, match="names the test stream's games"):
+        design(mix="count")
     with pytest.raises(ValueError, match="streams"):
         design(streams=5)
     with pytest.raises(ValueError, match="unknown prompt version"):
@@ -87,7 +115,9 @@ def test_calibration_runs_on_dev_without_the_placebo_and_bad_settings_are_named(
     from skillbook.papers.breakdown.ceiling import CALIBRATION, calibration_design, main
     d = calibration_design("coin-L3", 20)
     assert d.split == "dev" and d.streams == 1 and d.conditions == ("none", "oracle", "self")
-    assert d.placebo_game != d.game and d.prompts == "v2"
+    assert d.placebo_game not in d.mix and d.prompts == "v2"
+    mix = calibration_design("mix3", 18)
+    assert list(mix.mix) == ["coin", "twc", "cookingworld"] and mix.placebo_game == "sorting"
     with pytest.raises(SystemExit, match="unknown calibration setting 'nope'; valid: " + ", ".join(CALIBRATION)):
         main(["calibrate", "--settings", "coin-L3,nope", "--runs-root", str(tmp_path)])
     assert not (tmp_path / "calibration").exists()                      # refused before anything ran

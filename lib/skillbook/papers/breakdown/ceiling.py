@@ -52,12 +52,11 @@ SECONDARY = (("oracle − placebo", "placebo", "oracle"), ("self − placebo", "
 @dataclass
 class CeilingDesign:
     """The pre-registered design (profiles/<profile>.yml, key `ceiling`)."""
-    game: str                                   # the TextWorldExpress game of the test stream
-    games: int                                  # G: distinct test games, one seed each, fixed before the run
-    twx_params: dict = field(default_factory=dict)
+    mix: dict                                   # the test stream's games: {game: its TWX parameters}
+    games: int                                  # G: distinct test games (G / len(mix) of each), one seed each
     streams: int = 3                            # R: independent self (and placebo) streams, disjoint subsets
-    oracle_games: int = 20                      # distinct TRAIN games whose gold trajectories make the oracle
-    placebo_game: str = "twc"                   # the other game of the placebo's pool
+    oracle_games: int = 20                      # distinct TRAIN games of each mixed game for the oracle
+    placebo_game: str = "sorting"               # the game outside the mix that the placebo's pool is about
     placebo_params: dict = field(default_factory=dict)
     split: str = "test"
     max_steps: int = 20
@@ -73,10 +72,19 @@ class CeilingDesign:
     conditions: tuple = CONDITIONS              # all four in the study; a calibration may leave some out
 
     def __post_init__(self):
-        if self.streams < 1 or self.games < self.streams:
-            raise ValueError(f"need 1 ≤ streams ≤ games, got streams={self.streams}, games={self.games}")
-        if self.placebo_game == self.game:
-            raise ValueError(f"the placebo's pool must come from another game than {self.game!r}")
+        if not isinstance(self.mix, dict) or not self.mix:
+            raise ValueError(f"`mix` names the test stream's games with their parameters, e.g. "
+                             f"{{'coin': {{'numLocations': 3}}}}; got {self.mix!r}")
+        self.mix = {g: dict(p or {}) for g, p in self.mix.items()}
+        if self.games % len(self.mix):
+            raise ValueError(f"G = {self.games} games cannot be split evenly over the {len(self.mix)} mixed "
+                             f"games {list(self.mix)}")
+        if self.streams < 1 or self.games < self.streams * len(self.mix):
+            raise ValueError(f"need 1 ≤ streams and every stream to hold each mixed game, got "
+                             f"streams={self.streams}, games={self.games}, mix of {len(self.mix)}")
+        if "placebo" in self.conditions and self.placebo_game in self.mix:
+            raise ValueError(f"the placebo's pool must come from a game outside the mix {list(self.mix)}, "
+                             f"got {self.placebo_game!r}")
         AgentConfig(**self.agent, level="subtask").validate()
         self.conditions = tuple(self.conditions)
         bad = [c for c in self.conditions if c not in CONDITIONS]
@@ -97,7 +105,7 @@ class CeilingDesign:
 
     @property
     def env_options(self) -> dict:
-        return {self.env: {"game_params": {self.game: dict(self.twx_params),
+        return {self.env: {"game_params": {**{g: dict(p) for g, p in self.mix.items()},
                                            self.placebo_game: dict(self.placebo_params)}}}
 
     @property
@@ -125,10 +133,29 @@ def distinct_games(game: str, split: str, n: int, env_options: dict, seed: int =
 
 
 def subsets(games: list[str], r: int, seed: int = 0) -> list[list[str]]:
-    """`games` dealt into `r` disjoint subsets of (nearly) equal size, in a seeded order: the streams."""
+    """`games` dealt into `r` disjoint subsets of (nearly) equal size, in a seeded order: the streams.
+    Dealt game by game (the task type of each id), so that every stream holds the same share of each
+    mixed game; each stream runs its games in one seeded order of all of them."""
     order = list(games)
     random.Random(f"subsets/{seed}").shuffle(order)
-    return [order[i::r] for i in range(r)]
+    position = {g: i for i, g in enumerate(order)}
+    parts: list[list[str]] = [[] for _ in range(r)]
+    for game in dict.fromkeys(map(game_of, order)):
+        of_game = [g for g in order if game_of(g) == game]
+        for i in range(r):
+            parts[i] += of_game[i::r]
+    return [sorted(p, key=position.__getitem__) for p in parts]
+
+
+def game_of(task_id: str) -> str:
+    """The game (task type) of `env/game/split/seed`."""
+    parts = task_id.split("/")
+    return parts[1] if len(parts) == 4 else ""
+
+
+def interleaved(lists: list[list[str]]) -> list[str]:
+    """The first of each list, then the second of each, …: one game of each mixed game in turn."""
+    return [x for row in zip(*lists) for x in row]
 
 
 # -- the libraries ------------------------------------------------------------------------------------------
@@ -186,15 +213,22 @@ def plan_runs(design: CeilingDesign, llm, oracle: SkillLibrary, pool: SkillLibra
 
 
 def test_games(design: CeilingDesign) -> list[str]:
-    return distinct_games(design.game, design.split, design.games, design.env_options, design.seed,
-                          design.seeds_searched, env=design.env)
+    """G / len(mix) distinct games of each mixed game, in one seeded order of all of them."""
+    per = design.games // len(design.mix)
+    ids = [t for g in design.mix for t in distinct_games(g, design.split, per, design.env_options, design.seed,
+                                                         design.seeds_searched, env=design.env)]
+    if len(design.mix) > 1:
+        random.Random(f"mix/{design.seed}").shuffle(ids)
+    return ids
 
 
 def oracle_tasks(design: CeilingDesign, game: str | None = None) -> list[str]:
-    """Distinct TRAIN games for a gold library (the executor's example games, train/0 and train/1, left
-    out so the library does not repeat the example)."""
-    return distinct_games(game or design.game, "train", design.oracle_games, design.env_options, design.seed,
-                          design.seeds_searched, skip=2, env=design.env)
+    """Distinct TRAIN games for a gold library: `oracle_games` of `game`, or of each mixed game taken in
+    turn (the executor's example games, train/0 and train/1, left out so the library does not repeat the
+    example)."""
+    return interleaved([distinct_games(g, "train", design.oracle_games, design.env_options, design.seed,
+                                       design.seeds_searched, skip=2, env=design.env)
+                        for g in ([game] if game else design.mix)])
 
 
 def fixed_games(root: str | Path, design: CeilingDesign) -> list[str]:
@@ -215,7 +249,7 @@ def fixed_games(root: str | Path, design: CeilingDesign) -> list[str]:
 
 
 # what decides which games a design tests (the rest of the design does not change them)
-GAME_KEYS = ("env", "game", "twx_params", "split", "games", "seed", "seeds_searched")
+GAME_KEYS = ("env", "mix", "split", "games", "seed", "seeds_searched")
 
 
 def prepare(root: str | Path, llm, design: CeilingDesign) -> Plan:
@@ -317,17 +351,21 @@ def stream_effects(df: pd.DataFrame, a: str = "none", b: str = "self") -> pd.Dat
 # -- calibration (DEV games) and the command line -------------------------------------------------------------
 # Candidate settings with hundreds of distinct games (issue 36's counts over the 1,000 test seeds), each
 # with the other game its placebo pool comes from.
+COIN_L3 = {"numLocations": 3, "numDistractorItems": 0, "includeDoors": 0, "limitInventorySize": 0}
+COIN_L4 = {**COIN_L3, "numLocations": 4}
+COOKING_L2_I1 = {"numLocations": 2, "numIngredients": 1, "numDistractorItems": 0, "includeDoors": 0,
+                 "limitInventorySize": 0}
+TWC_L1_I2 = {"numLocations": 1, "numItemsToPutAway": 2, "includeDoors": 0, "limitInventorySize": 0}
 CALIBRATION = {
-    "coin-L3": {"game": "coin", "twx_params": {"numLocations": 3, "numDistractorItems": 0, "includeDoors": 0,
-                                               "limitInventorySize": 0}, "placebo_game": "twc"},
-    "coin-L4": {"game": "coin", "twx_params": {"numLocations": 4, "numDistractorItems": 0, "includeDoors": 0,
-                                               "limitInventorySize": 0}, "placebo_game": "twc"},
-    "cookingworld-L2-I1": {"game": "cookingworld", "twx_params": {"numLocations": 2, "numIngredients": 1,
-                                                                  "numDistractorItems": 0, "includeDoors": 0,
-                                                                  "limitInventorySize": 0},
-                           "placebo_game": "coin"},
-    "twc-L1-I2": {"game": "twc", "twx_params": {"numLocations": 1, "numItemsToPutAway": 2, "includeDoors": 0,
-                                                "limitInventorySize": 0}, "placebo_game": "coin"},
+    # one game per stream (the first dev look: its oracle library collapsed to one skill, see ARCHITECTURE)
+    "coin-L3": {"mix": {"coin": COIN_L3}, "placebo_game": "twc"},
+    "coin-L4": {"mix": {"coin": COIN_L4}, "placebo_game": "twc"},
+    "cookingworld-L2-I1": {"mix": {"cookingworld": COOKING_L2_I1}, "placebo_game": "coin"},
+    "twc-L1-I2": {"mix": {"twc": TWC_L1_I2}, "placebo_game": "coin"},
+    # three games in one stream, so that retrieval has a library to choose from; the placebo's pool is
+    # about a fourth game (sorting: take the items in order of quantity), real skills about another world
+    "mix3": {"mix": {"coin": COIN_L3, "twc": TWC_L1_I2, "cookingworld": COOKING_L2_I1},
+             "placebo_game": "sorting", "oracle_games": 10},
 }
 
 
