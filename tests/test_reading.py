@@ -223,6 +223,26 @@ def test_the_findings_table_is_built_from_the_recorded_claims(tmp_path):
     assert counts.loc["Break it down, pass it on", "supported"] == 1
 
 
+def test_the_findings_in_words_say_no_more_than_the_verdicts(tmp_path):
+    from skillbook.book.findings import findings_summary
+    lab = Lab.__new__(Lab)
+    lab.root, lab.chapter = tmp_path, "04_transfer"
+    lab.claims(claims_table([claim("p1", True, [1] * 9, [0] * 9),
+                             claim("p2", True, [1, 0] * 3, [0, 1] * 3),
+                             claim("s1", False, [1, 0] * 3, [0, 1] * 3, paper="−4.1 pp")]))
+    lab.chapter = "06_assay"
+    lab.claims(claims_table([claim("a1", True, [1, 0] * 3, [0, 1] * 3)]))
+    found, _ = collect_claims(["04_transfer", "06_assay"], [tmp_path])
+    text = findings_summary(found, {"04_transfer": "Transfer", "06_assay": "Assay"})
+    assert text.startswith("Of the 4 claims of the four papers that the chapters record, 1 was resolved")
+    assert "**Break it down, pass it on** (*Transfer*): 3 claims: 1 supported, 2 not resolved." in text
+    assert "Supported: p1 (+1.00" in text and "*Transfer*)" in text
+    # a paper with nothing resolved gets the smallest effect its primary tests could have detected
+    assert "**Assay** (*Assay*): 1 claim: 1 not resolved. Of its primary claims, the smallest effect" in text
+    assert "for \"a1\" in *Assay* (6)" in text
+    assert "SkillRL" not in text                                     # no record, no sentence
+
+
 def test_normalising_twice_gives_the_same_file(tmp_path):
     path = tmp_path / "04_transfer.ipynb"
     nbformat.write(chapter_like(new_code_cell("display(lab.claims(t))")), path)

@@ -2,9 +2,12 @@
 
 * `cache_dir()` — the per-user cache (joined model files, split lists, embeddings, server logs).
 * Atomic writes: a reader (or a resumed run) sees the old file or the new one, never half of one.
+* `stored(path, key, compute)` — a result kept with the inputs it was computed from (`Lab.stored`).
 """
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import os
 import tempfile
@@ -73,3 +76,62 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}:{e.lineno}:{e.colno}: malformed {what} ({e.msg})") from None
+
+
+def _encode(value: Any) -> Any:
+    """JSON for a stored result: plain values as they are, a DataFrame as its columns and rows (Python
+    floats, so every digit survives: pandas' own JSON keeps 10)."""
+    import numpy as np
+    import pandas as pd
+    if isinstance(value, pd.DataFrame):
+        rows = [[_encode(v) for v in row] for row in value.itertuples(index=False, name=None)]
+        return {"__frame__": {"columns": [str(c) for c in value.columns], "rows": rows}}
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and value != value:
+        return {"__nan__": True}
+    return value
+
+
+def _decode(value: Any) -> Any:
+    import pandas as pd
+    if isinstance(value, dict):
+        if "__frame__" in value:
+            f = value["__frame__"]
+            return pd.DataFrame([[_decode(v) for v in row] for row in f["rows"]], columns=f["columns"])
+        if value == {"__nan__": True}:
+            return float("nan")
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def stored(path: str | os.PathLike, key: Any, compute) -> Any:
+    """`compute()`'s result, kept in `path` (gzip'd JSON, no time in it) with a digest of `key` (what it
+    was computed from): with the same key it is read, not computed, so a costly result or one whose last
+    digits depend on the CPU is the same on every machine; another key computes it again and replaces
+    the file. Values: JSON types, numpy scalars and DataFrames (at any depth of dicts and lists)."""
+    path = Path(path)
+    digest = hashlib.sha256(json.dumps(_encode(key), sort_keys=True).encode()).hexdigest()[:16]
+    if path.is_file():
+        saved = json.loads(gzip.decompress(path.read_bytes()))
+        if saved.get("key") == digest:
+            return _decode(saved["value"])
+    value = compute()
+    data = json.dumps({"key": digest, "value": _encode(value)}).encode("utf-8")
+    atomic_write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0))
+    return _decode(_encode(value))
+
+
+def write_text_if_changed(path: str | os.PathLike, text: str) -> bool:
+    """`atomic_write_text`, skipped when the file already holds exactly this text. Written?"""
+    path = Path(path)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    atomic_write_text(path, text)
+    return True

@@ -196,3 +196,69 @@ def by_chapter(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> pd
                                               "resolved": int(resolved[mine.index].sum()),
                                               "checks": int((~paper[idx]).sum())}
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
+    """What the book found, in a few plain sentences per paper (Markdown), built from the claims records
+    and saying no more than their verdicts: how many claims each paper's chapters tested and how many were
+    resolved, each supported or contradicted claim with its estimate, and, where none was, the smallest
+    effect any of its tests could have detected. Chapter 10 shows it first; the start page includes it."""
+    titles = titles or {}
+    if claims.empty:
+        return "No chapter has recorded a claims table yet."
+    claims = _with_defaults(claims)
+    kind = _verdict_kind(claims).where(~claims["interim"].astype(bool), "interim")
+    paper = claims["kind"] == "paper"
+    resolved = kind.isin(["supported", "contradicted"])
+    out = [f"Of the {int(paper.sum())} claims of the four papers that the chapters record, "
+           f"{({0: 'none was', 1: '1 was'}).get(int((resolved & paper).sum()), str(int((resolved & paper).sum())) + ' were')} "
+           "resolved at the sizes these runs have (\"not resolved\": the test could not tell an effect from "
+           "none at that size; it does not say that there is none)."]
+    for key, name in PAPERS.items():
+        mine = claims[paper & (claims["key"] == key)]
+        if mine.empty:
+            continue
+        k = kind[mine.index]
+        chapters = ", ".join(f"*{titles.get(c, c)}*" for c in dict.fromkeys(mine["chapter"]))
+        parts = [f"**{name}** ({chapters}): {_count(len(mine), 'claim')}"]
+        parts.append(", ".join(_verdict_count(k, v) for v in VERDICT_WORDS if (k == v).any()) + ".")
+        for v in ("supported", "contradicted"):
+            for _, r in mine[k == v].iterrows():
+                parts.append(f"{v.capitalize()}: {r['claim']} ({_estimate(r)}, *{titles.get(r['chapter'], r['chapter'])}*).")
+        if not resolved[mine.index].any():
+            primary = mine[mine["role"] == "primary"]
+            mde = primary["mde"].where(primary["mde"] < float("inf")).dropna()
+            if len(mde):
+                r = mine.loc[mde.idxmin()]
+                parts.append(f"Of its primary claims, the smallest effect a test could have detected (80% power) was "
+                             f"±{r['mde']:.2f}, for \"{r['claim']}\" in *{titles.get(r['chapter'], r['chapter'])}*"
+                             f" ({_span([int(_units(r)[0])], _units(r)[1])}).")
+        out.append(" ".join([parts[0] + ": " + parts[1]] + parts[2:]))
+    checks = claims[~paper]
+    if len(checks):
+        k = kind[checks.index]
+        named = [f"{v}: {r['claim']} ({_estimate(r)}, *{titles.get(r['chapter'], r['chapter'])}*)"
+                 for v in ("contradicted",) for _, r in checks[k == v].iterrows()]
+        out.append(f"Beside them, {_count(len(checks), 'check')} of the book's own tools: "
+                   + ", ".join(_verdict_count(k, v) for v in VERDICT_WORDS if (k == v).any()) + "."
+                   + "".join(f" {n[0].upper()}{n[1:]}." for n in named))
+    return "\n\n".join(out)
+
+
+VERDICT_WORDS = {"supported": "supported", "contradicted": "contradicted", "not resolved": "not resolved",
+                 "not tested": "described without a test", "interim": "interim (the run is not complete)"}
+
+
+def _verdict_count(kinds: pd.Series, verdict: str) -> str:
+    return f"{int((kinds == verdict).sum())} {VERDICT_WORDS[verdict]}"
+
+
+def _estimate(r) -> str:
+    est = f"{r['estimate']:+.2f}"
+    if not (pd.isna(r["ci_low"]) or pd.isna(r["ci_high"])):
+        est += f" [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+    return est

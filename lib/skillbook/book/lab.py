@@ -84,6 +84,10 @@ class Lab:
             # read-only records (a share, a USB kit) without this chapter's folder (10_findings keeps none):
             # a replay writes nothing there, and the cache below is read-only (`ResponseCache.for_run`)
         self.cache = ResponseCache.for_run(self.run_dir)
+        # The vectors this chapter embeds are kept beside its records and read first on a replay (see
+        # skills.embeddings): the same numbers on any CPU, and nothing to embed on a fresh machine.
+        from ..skills.embeddings import get_embedder
+        get_embedder().record_to(self.run_dir / f"vectors-{chapter}.bin.gz")
         self.llm = get_llm(backend or DEFAULT_BACKEND, self.cache, seed=seed,
                            deterministic=serving() == "deterministic")
         self._envs: list = []
@@ -117,6 +121,12 @@ class Lab:
         return the closing table: backend, model identity, calls, cache hits, tokens."""
         for env in self._envs:
             env.close()
+        from ..skills.embeddings import get_embedder
+        try:
+            get_embedder().save_record()
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
         s = self.summary()
         if s["live_calls"]:
             # Only answers this execution asked for: a replay writes nothing, even when the SQLite cache it
@@ -150,6 +160,24 @@ class Lab:
         line = (f"{s['backend']}: {s['calls']} model calls, {s['cache_hits']} answered from the response cache, "
                 f"{s['live_calls']} live; {s['prompt_tokens']:,} prompt and {s['completion_tokens']:,} output tokens")
         return FoldedTable({"value": pd.Series(shown, dtype=object)}).fold(line)
+
+    def keep_text(self, name: str, text: str) -> None:
+        """Keep `text` as `<run_dir>/<name>` for pages outside the notebook (the start page includes chapter
+        10's findings), written only when it changes; over read-only records it is left as it is."""
+        from ..io import write_text_if_changed
+        try:
+            write_text_if_changed(self.run_dir / name, text)
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT):
+                raise
+
+    def stored(self, name: str, key, compute):
+        """`compute()`'s result kept in `<run_dir>/stored-<chapter>-<name>.json.gz` with a digest of `key`
+        (everything it is computed from): read when the key matches, computed and replaced when not
+        (`io.stored`). For results a replay must not recompute: costly, or CPU-dependent in their last
+        digits (chapter 05's scores against the 17,089-task catalogue)."""
+        from ..io import stored
+        return stored(self.run_dir / f"stored-{self.chapter}-{name}.json.gz", key, compute)
 
     def claims(self, table, *, interim: bool = False):
         """Record the chapter's claims table (runs/<profile>/<chapter>/claims.json, read by the closing

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .base import SPLITS, Conversational, Env, EnvError, SimulatorError, StepResult, Task, TaskIdError, parse_task_id
-from .catalogue import catalogue, gold_lengths, split_table, with_difficulty
+from .catalogue import catalogue, difficulty_key, gold_lengths, split_table, with_difficulty
 from .jvm import JAVA_MISSING, require_java
 from .pool import EnvPool
 from .scienceworld import ScienceWorld
@@ -51,6 +51,6 @@ def canonical_options(name: str, options: dict) -> dict:
 
 __all__ = ["repeatable_gold_actions", "units", "unit_counts", "unit_name", "SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
            "task_frame", "task_texts", "task_text", "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
-           "gold_lengths", "split_table", "with_difficulty", "JAVA_MISSING", "require_java", "ScienceWorld",
+           "gold_lengths", "split_table", "with_difficulty", "difficulty_key", "JAVA_MISSING", "require_java", "ScienceWorld",
            "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options",
            "simulator_revisions"]

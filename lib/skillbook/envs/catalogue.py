@@ -69,6 +69,13 @@ def gold_lengths(env: Env, tasks: list[Task], progress: bool = True) -> dict[str
     return {t.id: known[t.id] for t in tasks}
 
 
+def difficulty_key(cat: pd.DataFrame, envs: list[Env]) -> dict:
+    """What `with_difficulty`'s result depends on: the tasks and each simulator's gold-path identity (the
+    per-user cache's file name: benchmark, options, gold-path version). A chapter keeps the result under
+    this key (`Lab.stored`), so a replay on a fresh machine plans no gold path."""
+    return {"tasks": cat["task_id"].tolist(), "gold": sorted(_difficulty_file(e).name for e in envs)}
+
+
 def with_difficulty(cat: pd.DataFrame, envs: list[Env], progress: bool = True) -> pd.DataFrame:
     """Add `gold_length` (and tercile `difficulty` strata within each task type) to catalogue rows."""
     by_name = {e.name: e for e in envs}

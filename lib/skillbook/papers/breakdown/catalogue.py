@@ -142,5 +142,25 @@ def catalogue_texts(task_ids: list[str], env_options: dict | None = None, kind: 
                                                                                  progress).items()}
 
 
+def catalogue_scaling(skills, stream_texts: list[str], types: str, splits: str, n: int, env_options: dict,
+                      stream_ids: list[str], kind: str = "instruction+observation", sizes=(500, 2_000),
+                      tau: float = 0.1, n_pairs: int = 10_000, seed: int = 0) -> dict:
+    """Every skill scored against task sets of growing N up to the whole catalogue (`utility.task_sets`,
+    `utility.scaling`): {"types", "left_out", "n_tasks", "n_texts", "set_sizes", "scaled"}. The
+    catalogue's texts stay out of the chapter's vector record (`Embedder.unrecorded`): this result is
+    what a chapter keeps instead (`Lab.stored`)."""
+    from ...skills.embeddings import get_embedder
+    from .utility import scaling, task_sets
+    cat_types, left_out = catalogue_task_types(types, stream_ids)
+    ids = catalogue_task_ids(cat_types, splits, n, env_options)
+    catalogue = catalogue_texts(ids, env_options, kind=kind)
+    sets = task_sets(stream_texts, list(catalogue.values()), sizes, seed=seed)
+    with get_embedder().unrecorded():
+        scaled = scaling(skills, sets, tau=tau, n_pairs=n_pairs, seed=seed)
+    return {"types": list(cat_types), "left_out": dict(left_out), "n_tasks": len(catalogue),
+            "n_texts": len(set(catalogue.values())), "set_sizes": {k: len(v) for k, v in sets.items()},
+            "scaled": scaled}
+
+
 __all__ = ["CATALOGUED", "LEFT_OUT", "catalogue_task_types", "parse_splits", "catalogue_task_ids", "first_observations",
-           "catalogue_texts"]
+           "catalogue_texts", "catalogue_scaling"]

@@ -33,7 +33,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -429,23 +429,42 @@ REGISTRATION_COMMIT = "4a78529bd6e7d3c251765409ee1c22c3ce27c014"   # profiles/st
 REGISTERED_CELLS = (0, 3, 5, 7)      # chapter 09's markdown cells that stated the design at that commit
 
 
-def registration_markdown(project: str | Path, commit: str = REGISTRATION_COMMIT) -> str:
-    """The pre-registration as committed: profiles/study.yml and chapter 09's design cells, verbatim from
-    `commit` (read with git). `freeze_registration` keeps it beside the records, so that a copy of the
-    book without git history shows the same text."""
+@dataclass(frozen=True)
+class Registration:
+    """Where a pre-registered design was stated: its commit, its profile and its chapter's design cells
+    (their Markdown source at that commit). Chapter 09's study and the second study (chapter 11) each
+    have one."""
+    commit: str
+    profile_file: str
+    chapter_file: str
+    cells: tuple
+
+
+STUDY_REGISTRATION = Registration(REGISTRATION_COMMIT, "profiles/study.yml", "chapters/09_study.ipynb",
+                                  REGISTERED_CELLS)
+
+
+def registration_markdown(project: str | Path, commit: str | Registration = REGISTRATION_COMMIT) -> str:
+    """The pre-registration as committed: the profile and the chapter's design cells, verbatim from the
+    commit (read with git); `commit` is chapter 09's commit or a `Registration`. `freeze_registration`
+    keeps it beside the records, so that a copy of the book without git history shows the same text."""
     import json
+    reg = commit if isinstance(commit, Registration) else replace(STUDY_REGISTRATION, commit=commit)
     project = Path(project)
-    profile = _git("show", f"{commit}:profiles/study.yml", cwd=project)
-    nb = json.loads(_git("show", f"{commit}:chapters/09_study.ipynb", cwd=project))
-    cells = ["".join(nb["cells"][i]["source"]) for i in REGISTERED_CELLS]
-    date = _git("show", "-s", "--format=%ad", "--date=iso-strict", commit, cwd=project)
+    profile = _git("show", f"{reg.commit}:{reg.profile_file}", cwd=project)
+    nb = json.loads(_git("show", f"{reg.commit}:{reg.chapter_file}", cwd=project))
+    cells = ["".join(nb["cells"][i]["source"]) for i in reg.cells]
+    date = _git("show", "-s", "--format=%ad", "--date=iso-strict", reg.commit, cwd=project)
+    chapter = Path(reg.chapter_file).stem.split("_")[0]
     # The design text as its Markdown source, not rendered: verbatim, and its headings stay out of the page's
     # table of contents.
-    return (f"Registered in commit `{commit[:12]}` ({date}).\n\n**`profiles/study.yml`**\n\n```yaml\n{profile}\n```\n\n"
-            "**Chapter 09's design text** (its Markdown source)\n\n````markdown\n" + "\n\n".join(cells) + "\n````\n")
+    return (f"Registered in commit `{reg.commit[:12]}` ({date}).\n\n**`{reg.profile_file}`**\n\n```yaml\n{profile}\n```"
+            f"\n\n**Chapter {chapter}'s design text** (its Markdown source)\n\n````markdown\n" + "\n\n".join(cells)
+            + "\n````\n")
 
 
-def freeze_registration(project: str | Path, root: str | Path, commit: str = REGISTRATION_COMMIT) -> Path:
+def freeze_registration(project: str | Path, root: str | Path,
+                        commit: str | Registration = REGISTRATION_COMMIT) -> Path:
     """Write `registration_markdown` to `<root>/registration/preregistration.md` (checked by a test against
     git whenever the history is there)."""
     from ...io import atomic_write_bytes
