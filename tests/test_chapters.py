@@ -12,7 +12,9 @@ from skillbook.llm.cache import export_files, read_export
 
 ROOT = project_root()
 # chapters that only read other chapters' records: no model call, so no summary and no cache to export
-NO_MODEL_CALLS = {"03_retrieval", "10_findings"}
+NO_MODEL_CALLS = {"03_retrieval", "10_findings", "11_ceiling"}
+# chapters that read a background run's records (`make ceiling`): before its first games there is no claim
+CLAIMS_ONCE_RECORDED = {"11_ceiling"}
 SOURCES = sorted((ROOT / "chapters").glob("*.ipynb"))
 
 
@@ -85,7 +87,8 @@ def test_chapter_executes_under_the_ci_profile(chapter, ci_run):
     assert not errors
     assert nb.metadata.papermill.input_path == f"chapters/{chapter}.ipynb"  # no machine's path in a committed run
     source = nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", as_version=4)
-    if any("lab.claims(" in c.source for c in source.cells if c.cell_type == "code"):   # recorded for chapter 10
+    if any("lab.claims(" in c.source for c in source.cells if c.cell_type == "code") \
+            and chapter not in CLAIMS_ONCE_RECORDED:                                     # recorded for chapter 10
         record = json.loads((tmp_path / chapter / "claims.json").read_text())
         assert record["chapter"] == chapter and record["claims"]
     if chapter in NO_MODEL_CALLS:      # it reads records only: no summary, no cache to export

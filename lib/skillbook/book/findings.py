@@ -29,7 +29,8 @@ PAPERS = {   # bibliography key → the paper's short name (references.bib holds
 }
 CHAPTER_PAPER = {"01_agents": "breakdown", "02_induction": "breakdown", "03_retrieval": "breakdown",
                  "04_transfer": "breakdown", "05_utility": "breakdown", "06_assay": "assay",
-                 "07_skillrl": "skillrl", "08_credit": "skillc", "09_study": "breakdown"}
+                 "07_skillrl": "skillrl", "08_credit": "skillc", "09_study": "breakdown",
+                 "11_ceiling": "breakdown"}
 INTERIM = "(interim: no verdict before n is reached)"
 NUMERIC = ["n", "n_tasks", "n_clusters", "estimate", "ci_low", "ci_high", "p", "p_holm", "mde", "expected_sign"]
 # what a record written before claims stated their unit and kind holds: claims of a paper, unit not named
@@ -115,7 +116,9 @@ def findings_html(claims: pd.DataFrame, titles: dict[str, str] | None = None, ki
         return ("<p>No chapter has recorded a claims table yet.</p>" if kind is None else
                 f"<p>No chapter has recorded a {'claim of a paper' if kind == 'paper' else 'check'}.</p>")
     titles = titles or {}
-    shown = [c for c in frame.columns if c != "paper"]
+    # Six columns that fit the page (issue 37: the role and note columns sat behind a sideways scroll):
+    # the claim carries its role and note, the verdict its p and test, in small type under them.
+    shown = ["chapter", "claim", "paper reports", "this book [95% CI]", "verdict", "n"]
     rows, paper = [], None
     for (_, r), anchor in zip(frame.iterrows(), claims["anchor"]):
         if r["paper"] != paper:
@@ -124,10 +127,17 @@ def findings_html(claims: pd.DataFrame, titles: dict[str, str] | None = None, ki
         cells = [escape(str(r[c])) for c in shown]
         name = titles.get(r["chapter"], r["chapter"])
         cells[0] = f'<a href="{escape(r["chapter"])}.html#{escape(anchor)}">{escape(name)}</a>'
+        cells[1] += _detail("; ".join(str(x) for x in (r["role"], r["note"]) if x and x != "—"))
+        cells[4] += _detail("; ".join(str(x) for x in (f"p {r['p']}" if r["p"] != "—" else "", r["test"])
+                                      if x and x != "—"))
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{escape(c)}</th>" for c in shown)
     return (f'<table class="dataframe skillbook-findings"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _detail(text: str) -> str:
+    return f'<div class="skillbook-detail">{escape(text)}</div>' if text else ""
 
 
 def _verdict_kind(claims: pd.DataFrame) -> pd.Series:

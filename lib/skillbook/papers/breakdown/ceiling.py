@@ -388,25 +388,70 @@ def calibration_table(root: str | Path, labels=None, games: int = 20) -> pd.Data
         base = Path(root) / "calibration" / label
         if not (base / "streams").exists():
             continue
-        d = calibration_design(label, games)
+        d = recorded_design(base) or calibration_design(label, games)
         plan = plan_runs(d, None, SkillLibrary(), SkillLibrary(), [])
         names = [n for n, _, _ in plan.runs]
         frames = [load_condition(base / "streams" / n, n).frame.assign(condition=n.split("-")[0])
                   for n in names if (base / "streams" / n / "run.json").exists()]
         if not frames:
             continue
-        wide = per_game(pd.concat(frames, ignore_index=True))
-        row = {"setting": label, "games": len(wide),
-               **{f"success {c}": float(wide[c].mean()) for c in wide.columns}}
+        # each condition over the games it played; each discordance over the games both played (a
+        # calibration stopped part-way has played fewer games under the later conditions)
+        wide = pd.concat(frames, ignore_index=True).pivot_table(index="task_id", columns="condition",
+                                                                values="success", aggfunc="mean")
+        row = {"setting": label, "games": len(wide)}
+        for c in wide.columns:
+            row[f"games {c}"] = int(wide[c].notna().sum())
+            row[f"success {c}"] = float(wide[c].mean())
         for name, a, b in PRIMARY:
             if {a, b} <= set(wide.columns):
-                row[f"discordance {name}"] = float((wide[a] != wide[b]).mean())
+                both = wide[[a, b]].dropna()
+                row[f"discordance {name}"] = float((both[a] != both[b]).mean()) if len(both) else float("nan")
+                row[f"games {name}"] = len(both)
         if (base / "streams" / "self-1" / "run.json").exists():
             self_dir = base / "streams" / "self-1"
             h = stream_health(load_condition(self_dir).episodes, library_of(self_dir).state()["skills"], d.k)
             row.update({f"library {k}": v for k, v in h.items() if k != "k"})
         rows.append(row)
     return pd.DataFrame(rows).set_index("setting") if rows else pd.DataFrame()
+
+
+def recorded_design(root: str | Path) -> CeilingDesign | None:
+    """The design a run recorded (`<root>/design.json`, written by `run_ceiling`), or None."""
+    path = Path(root) / "design.json"
+    return CeilingDesign(**json.loads(path.read_text())["design"]) if path.exists() else None
+
+
+def recorded(root: str | Path, design: CeilingDesign | None = None) -> pd.DataFrame:
+    """Every episode recorded under `root` (`load_ceiling`) for its design (default: the one it recorded),
+    read from the records only; empty before the games are chosen."""
+    design = design or recorded_design(root)
+    if design is None or not (Path(root) / "games.json").exists():
+        return pd.DataFrame(columns=["task_id", "condition", "stream", "success"])
+    plan = plan_runs(design, None, SkillLibrary(), SkillLibrary(), fixed_games(root, design))
+    return load_ceiling(root, plan)
+
+
+def gold_library_summary(root: str | Path, name: str = "oracle") -> str:
+    """One sentence on a gold library built under `root`: skills, and the TRAIN gold trajectories."""
+    path = library_file(root, name)
+    if not path.exists():
+        return f"No {name} library has been built under {root}."
+    saved = json.loads(path.read_text())
+    return (f"The {name} library: {len(saved['library']['skills'])} skills induced from "
+            f"{len(saved['made_from']['tasks'])} TRAIN gold trajectories in {len(saved['calls'])} model calls.")
+
+
+def by_game(df: pd.DataFrame) -> pd.DataFrame:
+    """Success per mixed game (rows) and condition (columns), with the number of games: descriptive."""
+    if df.empty:
+        return pd.DataFrame()
+    wide = per_game(df)
+    game = wide.index.map(game_of)
+    out = wide.groupby(game).mean()
+    out.insert(0, "games", wide.groupby(game).size())
+    out.index.name = "game"
+    return out
 
 
 def status(root: str | Path, design: CeilingDesign) -> pd.DataFrame:
