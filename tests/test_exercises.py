@@ -133,3 +133,14 @@ def test_the_smoke_exercises_run_as_their_page_says(exercise, project):
                 live=bool(exercise.rerun.get("live")), root=project, say=lambda s: None)
     nb = nbformat.read(out, as_version=4)
     assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+
+
+def test_an_answer_states_no_time_of_its_own():
+    # Real case (issue 37): 05.1's answer said "58 s" beside "Measured: 47 s"; the time has one source,
+    # the exercise's `seconds`, which the page prints under the answer.
+    import re
+    for chapter, items in ex.load().items():
+        for e in items:
+            said = re.findall(r"(?:the chapter (?:took|ran in)|(?:finished|replayed|ran)[^.;]{0,60}? in) "
+                              r"\d+(?:\.\d+)? s\b", e.answer)
+            assert not said, f"{chapter} {e.id}: the answer gives its own time {said}; `seconds` is the one source"
