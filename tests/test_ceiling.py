@@ -121,3 +121,18 @@ def test_calibration_runs_on_dev_without_the_placebo_and_bad_settings_are_named(
     with pytest.raises(SystemExit, match="unknown calibration setting 'nope'; valid: " + ", ".join(CALIBRATION)):
         main(["calibrate", "--settings", "coin-L3,nope", "--runs-root", str(tmp_path)])
     assert not (tmp_path / "calibration").exists()                      # refused before anything ran
+
+
+def test_a_stream_stopped_before_its_first_episode_reads_as_no_episodes(fake_env, tmp_path):
+    # Real case: the mix3 calibration stopped as its oracle stream opened; load_ceiling failed on the
+    # stream's empty frame ("'DataFrame' object has no attribute 'task_id'")
+    import shutil
+    model, d = FakeModel(), design(conditions=("none", "oracle"), games=2, streams=1)
+    model.cache = ResponseCache.for_run(tmp_path)
+    plan = run_ceiling(tmp_path, model, d)
+    late = tmp_path / "streams" / "late"                 # what the stopped stream left: its run.json only
+    late.mkdir()
+    shutil.copy(tmp_path / "streams" / "oracle" / "run.json", late / "run.json")
+    plan.runs.append(("late", plan.runs[1][1], plan.games))
+    df = load_ceiling(tmp_path, plan)
+    assert set(df.stream) == {"none", "oracle"}
