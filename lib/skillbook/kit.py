@@ -11,8 +11,8 @@
   book_assets/     MathJax and the ipywidgets runtime from the npm registry (the book build needs npm
                    only to fetch these);
   cache/           what the per-user cache computes once per machine: split lists and gold lengths,
-                   the TextWorldExpress catalogue, the embedding cache (chapter 05's 17,089 catalogue
-                   texts take about 20 min of one core to embed);
+                   the TextWorldExpress catalogue, the embedding cache (a replay reads its vectors and
+                   chapter 05's catalogue scores from the records; live exercises embed new texts);
   skillbook.bundle the repository at this commit (`git clone skillbook.bundle skillbook`);
   kit.json         the Python version and platform the wheels are for, and what is inside.
 `install` copies book_assets/ into the project and cache/ into the per-user cache, never overwriting a

@@ -1,0 +1,105 @@
+"""Agent Skills (SKILL.md folders) out of and into the book (issue 39): the committed libraries of each
+paper round-trip, and a bad folder is refused whole, each fault named with its file and rule."""
+import os
+from pathlib import Path
+
+import pytest
+
+from skillbook.libraries import export_run, libraries_in, main
+from skillbook.profiles import project_root
+from skillbook.skills.agentskills import AgentSkillsError, export_skills, import_skills, skill_name
+from skillbook.skills.record import Skill
+
+RUNS = project_root() / "runs" / "workshop"
+PAPER_RUNS = {"breakdown": RUNS / "transfer", "assay": RUNS / "06_assay", "skillrl": RUNS / "07_skillrl"}
+
+
+@pytest.mark.parametrize("paper", sorted(PAPER_RUNS))
+def test_every_library_a_paper_recorded_exports_and_imports_as_the_same_skills(paper, tmp_path):
+    found = libraries_in(PAPER_RUNS[paper])
+    assert found, f"no library found in {PAPER_RUNS[paper]}"
+    folders = export_run(PAPER_RUNS[paper], tmp_path / "out")
+    for name, skills in found.items():
+        back = import_skills(tmp_path / "out" / name)
+        assert [s.id for s in back] == [s.id for s in skills]
+        assert [s.description for s in back] == [s.description.strip() for s in skills]
+        assert [s.body.strip() for s in back] == [s.body.strip() for s in skills]
+        assert [(s.format, s.provenance, s.extra) for s in back] == [(s.format, s.provenance, s.extra) for s in skills]
+        assert len(folders[name]) == len(skills)
+    text = next((tmp_path / "out").rglob("SKILL.md")).read_text()
+    assert f'"paper": "{paper}"' in text
+
+
+def test_code_skills_are_scripts_and_names_follow_the_format():
+    taken = set()
+    assert skill_name("Subtask_Code/Open The Door!!", taken) == "subtask-code-open-the-door"
+    assert skill_name("Subtask_Code/Open The Door!!", taken) == "subtask-code-open-the-door-2"
+    assert len(skill_name("x" * 200, taken)) == 64 and skill_name("---", taken) == "skill"
+
+
+def test_a_code_skill_keeps_its_function_under_scripts(tmp_path):
+    code = Skill("open_door", "Open a door by name.", "def open_door(env, name):\n    return env.step(f'open {name}')\n",
+                 format="code")
+    export_skills([code], tmp_path / "lib")
+    assert (tmp_path / "lib" / "open-door" / "scripts" / "open_door.py").read_text() == code.body
+    assert import_skills(tmp_path / "lib")[0].to_dict() == code.to_dict()
+
+
+def write(folder: Path, name: str, front: str, body: str = "Do it.\n") -> Path:
+    d = folder / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "SKILL.md").write_text(f"---\n{front}---\n\n{body}", encoding="utf-8")
+    return d
+
+
+def test_a_hand_written_skill_imports_as_a_text_skill(tmp_path):
+    write(tmp_path, "find-the-coin", "name: find-the-coin\ndescription: Look in every room for the coin.\n",
+          "1. Open doors.\n2. Take the coin.\n")
+    [s] = import_skills(tmp_path)
+    assert (s.id, s.format, s.description, s.body) == ("find-the-coin", "text", "Look in every room for the coin.",
+                                                       "1. Open doors.\n2. Take the coin.")
+
+
+def test_a_bad_folder_is_refused_whole_with_every_fault_named(tmp_path):
+    good = write(tmp_path, "good-one", "name: good-one\ndescription: Fine.\n")
+    write(tmp_path, "no-front", "", "")
+    (tmp_path / "no-front" / "SKILL.md").write_text("no front matter here\n")
+    write(tmp_path, "Bad_Name", "name: Bad_Name\ndescription: x\n")
+    write(tmp_path, "other-dir", "name: not-the-dir\ndescription: x\n")
+    write(tmp_path, "too-long", f"name: too-long\ndescription: {'a' * 1100}\n")
+    write(tmp_path, "extra", "name: extra\ndescription: x\nauthor: me\n")
+    (tmp_path / "empty").mkdir()
+    latin = tmp_path / "latin"
+    latin.mkdir()
+    (latin / "SKILL.md").write_bytes("---\nname: latin\ndescription: caf\xe9\n---\n".encode("latin-1"))
+    huge = write(tmp_path, "huge", "name: huge\ndescription: x\n", "y" * 300_000)
+    outside = tmp_path.parent / f"{tmp_path.name}-secret.txt"
+    outside.write_text("secret")
+    os.symlink(outside, good / "notes.md")
+    with pytest.raises(AgentSkillsError) as e:
+        import_skills(tmp_path)
+    text = str(e.value)
+    for needle in ("no-front/SKILL.md: SKILL.md must start with YAML frontmatter",
+                   "Bad_Name/SKILL.md: Skill name 'Bad_Name' must be lowercase",
+                   "Directory name 'other-dir' must match skill name 'not-the-dir'",
+                   "Description exceeds 1024 character limit",
+                   "Unexpected fields in frontmatter: author",
+                   "empty: no SKILL.md",
+                   "latin/SKILL.md: not UTF-8 text",
+                   f"huge/SKILL.md: {huge.joinpath('SKILL.md').stat().st_size:,} bytes",
+                   "good-one/notes.md: a symbolic link out of the folder",
+                   "nothing was imported"):
+        assert needle in text, needle
+    assert (huge / "SKILL.md").exists()                               # refused, not touched
+
+
+def test_the_command_line_lists_exports_and_checks(tmp_path, capsys):
+    main(["list", str(PAPER_RUNS["skillrl"])])
+    assert "bank/round0: 13 skills (text)" in capsys.readouterr().out
+    main(["export", str(PAPER_RUNS["skillrl"] / "bank" / "round0.json"), str(tmp_path / "bank")])
+    main(["check", str(tmp_path / "bank")])
+    assert "13 valid Agent Skills" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="exists: export writes a new folder"):
+        main(["export", str(PAPER_RUNS["skillrl"]), str(tmp_path / "bank")])
+    with pytest.raises(SystemExit, match="no skill library found"):
+        main(["export", str(tmp_path / "bank"), str(tmp_path / "again")])
