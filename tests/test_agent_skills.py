@@ -103,3 +103,33 @@ def test_the_command_line_lists_exports_and_checks(tmp_path, capsys):
         main(["export", str(PAPER_RUNS["skillrl"]), str(tmp_path / "bank")])
     with pytest.raises(SystemExit, match="no skill library found"):
         main(["export", str(tmp_path / "bank"), str(tmp_path / "again")])
+
+
+def test_a_folder_of_agent_skills_runs_as_a_memory_condition_and_replays(fake_env, tmp_path):
+    """The first paper's pipeline with `subtask-skills`: the hand-written skill is retrieved into the
+    agent's prompt, the run replays with no model call, and a bad folder is refused before any."""
+    from fakes import FakeModel
+    from skillbook.envs import sample_tasks
+    from skillbook.papers.breakdown import TransferSpec, interleave, load_transfer, run_transfer
+    write(tmp_path / "mine", "count-to-the-goal",
+          "name: count-to-the-goal\ndescription: Make the counter show the goal then say done.\n",
+          "1. Say add one until the counter shows the goal.\n2. Say done.\n")
+    stream = interleave(sample_tasks("fake/count,fake/fetch", "dev", 1, seed=0), seed=0)
+
+    def spec(folder):
+        return TransferSpec(stream=stream, conditions=["subtask-none", "subtask-skills"],
+                            agent={"max_steps": 6, "max_subtask_steps": 3, "n_examples": 0}, env_options={},
+                            prompt_level="L3", k=5, threshold=0.0, task_types="fake/count,fake/fetch",
+                            split="dev", n_tasks=1, seed=0, backend="fake:scripted", skills_folder=folder)
+    llm = FakeModel()
+    t = run_transfer(tmp_path / "run", llm, spec(str(tmp_path / "mine")))
+    shown = [m["content"] for messages in llm.calls for m in messages if "Say add one until the counter" in m["content"]]
+    assert shown, "the imported skill never reached a prompt"
+    assert [s.id for s in t.libraries["subtask-skills"]] == ["count-to-the-goal"]
+    n = len(llm.calls)
+    again = run_transfer(tmp_path / "run", llm, spec(str(tmp_path / "mine")))
+    assert len(llm.calls) == n and load_transfer(tmp_path / "run").spec.skills_folder == str(tmp_path / "mine")
+    write(tmp_path / "bad", "Bad", "name: Bad\ndescription: x\n")
+    with pytest.raises(AgentSkillsError, match="must be lowercase"):
+        run_transfer(tmp_path / "run2", llm, spec(str(tmp_path / "bad")))
+    assert len(llm.calls) == n and again.spec == t.spec

@@ -126,7 +126,8 @@ def test_every_profile_key_is_a_parameter_of_some_chapter():
     declared = set().union(*by_chapter.values())
     for name in profiles():
         params = load_profile(name)
-        unknown = set(params) - declared - {"chapters", "study"}   # `study`: the design of chapter 09's study
+        from skillbook.profiles import DESIGN_SECTIONS
+        unknown = set(params) - declared - {"chapters", *DESIGN_SECTIONS}   # the studies' designs
         assert not unknown, f"profiles/{name}.yml sets parameters no chapter declares: {sorted(unknown)}"
         for chapter, scoped in (params.get("chapters") or {}).items():
             assert chapter in by_chapter, f"profiles/{name}.yml has a section for unknown chapter {chapter!r}"

@@ -2,6 +2,7 @@
 meant to run live within 5 minutes; the cells in the chapter sources and executed copies are the file's;
 the facilitator's page lists every exercise with its measured time; and (integration) every exercise
 under the smoke profile runs as its page says, in book order, in a copy of the project."""
+import json
 import shutil
 
 import nbformat
@@ -144,3 +145,24 @@ def test_an_answer_states_no_time_of_its_own():
             said = re.findall(r"(?:the chapter (?:took|ran in)|(?:finished|replayed|ran)[^.;]{0,60}? in) "
                               r"\d+(?:\.\d+)? s\b", e.answer)
             assert not said, f"{chapter} {e.id}: the answer gives its own time {said}; `seconds` is the one source"
+
+
+def test_writing_the_exercises_into_an_executed_copy_leaves_what_a_replay_writes(tmp_path):
+    # Real case: `python -m skillbook.book exercises` rewrote runs/workshop/0[3-9]*.ipynb with nbformat's own
+    # writer (a final newline, the cell without papermill's metadata); the next replay changed them back,
+    # so a replay on a fresh machine changed tracked files.
+    import shutil
+
+    from skillbook.book import normalize_notebook, project_root
+    root = project_root()
+    (tmp_path / "runs" / "workshop").mkdir(parents=True)
+    copy = tmp_path / "runs" / "workshop" / "03_retrieval.ipynb"
+    shutil.copy(root / "runs" / "workshop" / "03_retrieval.ipynb", copy)
+    before = json.loads(copy.read_text())["cells"][-1]["metadata"]
+    items = ex.load()["03_retrieval"]
+    changed = ex.apply(copy, ex.cell("03_retrieval", [*items[:1]]))      # a different exercises cell
+    assert changed
+    written = copy.read_bytes()
+    assert json.loads(written)["cells"][-1]["metadata"] == before
+    normalize_notebook(copy, root)
+    assert copy.read_bytes() == written

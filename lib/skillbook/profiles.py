@@ -33,7 +33,10 @@ def profiles(root: Path | None = None) -> list[str]:
 
 # Sections whose entries a profile that `extends` another overrides one by one (per chapter, per study
 # setting) instead of replacing the whole section.
-MERGED_SECTIONS = ("chapters", "study")
+MERGED_SECTIONS = ("chapters", "study", "ceiling")
+# Sections that are a study's design, read by its module, not a chapter's parameters: chapter 09's
+# `study:` and the second study's `ceiling:` (chapter 11).
+DESIGN_SECTIONS = ("study", "ceiling")
 
 
 def load_profile(name: str, root: Path | None = None, _seen: tuple[str, ...] = ()) -> dict:

@@ -154,9 +154,22 @@ def apply(notebook: Path, new_cell, write: bool = True) -> bool:
             and nb.cells[-1].cell_type == "markdown":
         return False
     if write:
+        new_cell = nbformat.from_dict(dict(new_cell))
+        if old:
+            # an executed copy's cell carries papermill's status; a replay would write it back
+            new_cell.metadata = nb.cells[old[-1]].metadata
         nb.cells = [c for c in nb.cells if c.get("id") != CELL_ID] + [new_cell]
-        nbformat.write(nb, notebook)
+        if executed(notebook):
+            from ..io import atomic_write_text
+            atomic_write_text(notebook, nbformat.writes(nb))    # as `normalize_notebook` writes it
+        else:
+            nbformat.write(nb, notebook)
     return True
+
+
+def executed(notebook: Path) -> bool:
+    """An executed copy (runs/<profile>/<chapter>.ipynb), not a chapter source."""
+    return notebook.parent.parent.name == "runs"
 
 
 def notebooks(chapter: str, root: Path, profile: str = "workshop") -> list[Path]:

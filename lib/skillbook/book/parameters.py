@@ -171,6 +171,32 @@ def study_profile(value, root: Path) -> str | None:
     return None if value in names else f"is not a profile with a study design; valid: {', '.join(names)}"
 
 
+def ceiling_profile(value, root: Path) -> str | None:
+    """A profile with a `ceiling:` section (the second study's design, chapter 11)."""
+    from ..profiles import ProfileError, load_profile, profiles
+
+    def has(name):
+        try:
+            return bool(load_profile(name, root).get("ceiling"))
+        except ProfileError:
+            return False
+    names = [p for p in profiles(root) if has(p)]
+    return None if value in names else f"is not a profile with a second-study design; valid: {', '.join(names)}"
+
+
+def skills_folder(value, root: Path) -> str | None:
+    """"" (no imported skills) or a folder of Agent Skills that imports cleanly (relative to the project)."""
+    if value == "":
+        return None
+    from ..skills.agentskills import AgentSkillsError, import_skills
+    path = Path(value) if Path(value).is_absolute() else root / value
+    try:
+        import_skills(path)
+    except AgentSkillsError as e:
+        return str(e)
+    return None
+
+
 def _has_study(name: str, root: Path, load_profile, error) -> bool:
     try:
         return bool(load_profile(name, root).get("study"))
@@ -244,7 +270,7 @@ SCHEMA: dict[str, Domain] = {
     "conditions": list_of(_breakdown_conditions), "train_conditions": list_of(_training_conditions),
     "prompt_level": one_of(_prompt_levels), "outcome": one_of(_outcomes),
     "retrieval_mode": one_of(_retrieval_modes), "credit_source": one_of(_credit_sources),
-    "study_profile": study_profile,
+    "study_profile": study_profile, "ceiling_profile": ceiling_profile, "skills_folder": skills_folder,
     # counts that must be at least one (tasks drawn, steps, workers, retrieved skills, samples)
     **{name: POSITIVE for name in (
         "n_tasks", "max_steps", "max_subtasks", "max_subtask_steps", "workers", "speed_trials",

@@ -38,7 +38,7 @@ RECORDS = {"02_induction": ["transfer"], "03_retrieval": ["transfer"], "04_trans
 STUDY_RECORDS = {"09_study": ["streams", "calibration", "09_study"]}
 FINDINGS = "10_findings"          # reads every chapter's claims.json
 NOT_COPIED = shutil.ignore_patterns(".responses.sqlite*", ".lock", "*.pid", "*.log", "*.ipynb")
-RESERVED = {"study", "bench"}     # folders under runs/ that are not a profile's but are committed
+RESERVED = {"study", "bench", "ceiling"}   # folders under runs/ that are not a profile's but are committed
 
 
 def copied_text(chapter: str, source: str, study_profile: str, into: str, copied: list[str],

@@ -35,7 +35,7 @@ from .memory import InducedMemory, label_from_episodes, outcome_of, source_outco
 from .utility import retrieved_scores, score_library, split_at_median
 
 DEFAULT_CONDITIONS = ("task-none", "task-text", "task-code", "subtask-none", "subtask-text", "subtask-code")
-CONDITIONS = DEFAULT_CONDITIONS + ("task-placebo", "subtask-placebo")
+CONDITIONS = DEFAULT_CONDITIONS + ("task-placebo", "subtask-placebo", "task-skills", "subtask-skills")
 RECORDS = "transfer"   # the run directory of the experiment, under the profile's records
 # E.3's two halves of the subtask-level text library, by the final outcome of their source tasks. (Runs
 # recorded before final outcomes were labelled split by the subtask's end state and live under other
@@ -68,14 +68,36 @@ def interleave(task_ids: list[str], seed: int = 0) -> list[str]:
     return out
 
 
-def condition(name: str, llm, agent: dict, prompt_level: str = "L3", k: int = 5, threshold: float = 0.3) -> Condition:
-    """One condition, '<level>-<format>' (format none, text, code or placebo); memory conditions form one
-    ordered stream. The agent's prompt version (`agent["prompts"]`) is its memory's too."""
+def imported_library(folder: str | Path) -> SkillLibrary:
+    """A folder of Agent Skills (`skills.agentskills.import_skills`; relative to the project) as a library:
+    refused whole, every fault named, before any model time."""
+    from ...profiles import project_root
+    from ...skills.agentskills import import_skills
+    path = Path(folder) if Path(folder).is_absolute() else project_root() / folder
+    library = SkillLibrary()
+    for skill in import_skills(path):
+        library.add(skill)
+    return library
+
+
+def condition(name: str, llm, agent: dict, prompt_level: str = "L3", k: int = 5, threshold: float = 0.3,
+              skills_folder: str = "") -> Condition:
+    """One condition, '<level>-<format>' (format none, text, code, placebo or skills); memory conditions
+    form one ordered stream. The agent's prompt version (`agent["prompts"]`) is its memory's too. A
+    `skills` condition retrieves, the same way, from a fixed library: the Agent Skills of `skills_folder`
+    (a reader's own or another run's export), shown as text; a code skill's script is shown, never run."""
     level, fmt = parse_conditions([name])[0].split("-")
     config = AgentConfig(level=level, **agent).validate()
     if fmt == "none":
         return Condition(name, config)
     options = {"prompt_level": prompt_level, "k": k, "threshold": threshold, "prompts": config.prompts}
+    if fmt == "skills":
+        if not skills_folder:
+            raise ValueError(f"condition {name!r} needs `skills_folder`: a folder of Agent Skills (SKILL.md)")
+        library = imported_library(skills_folder)
+        # one ordered stream like the other memory conditions, so its library reads as theirs do
+        return Condition(name, config, frozen(llm, library, k, threshold, prompt_level=prompt_level,
+                                              prompts=config.prompts), stream=True)
     if fmt == "placebo":
         return Condition(name, config, lambda: PlaceboMemory(InducedMemory(llm, "text", **options)), stream=True)
     return Condition(name, config, lambda: InducedMemory(llm, format=fmt, **options), stream=True)
@@ -110,14 +132,21 @@ class TransferSpec:
     n_tasks: int
     seed: int
     backend: str
+    skills_folder: str = ""       # the Agent Skills of the task-/subtask-skills conditions
+
+    def record(self) -> dict:
+        """What experiment.json holds: `skills_folder` only when set (records made before it existed
+        replay unchanged)."""
+        return {k: v for k, v in self.__dict__.items() if k != "skills_folder" or v}
 
 
 def run_transfer(root: str | Path, llm, spec: TransferSpec, workers: int = 1) -> "Transfer":
     """Run (or resume) every condition on the stream in `<root>/transfer/<condition>/`; save the spec."""
     run_dir = Path(root) / RECORDS
-    conditions = [condition(c, llm, spec.agent, spec.prompt_level, spec.k, spec.threshold) for c in spec.conditions]
+    conditions = [condition(c, llm, spec.agent, spec.prompt_level, spec.k, spec.threshold, spec.skills_folder)
+                  for c in spec.conditions]
     run_conditions(run_dir, llm, conditions, spec.stream, spec.env_options, workers)
-    write_json_if_changed(run_dir / "experiment.json", spec.__dict__, indent=1)   # a replay writes nothing
+    write_json_if_changed(run_dir / "experiment.json", spec.record(), indent=1)   # a replay writes nothing
     return load_transfer(root)
 
 
