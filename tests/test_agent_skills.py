@@ -41,7 +41,7 @@ def test_a_code_skill_keeps_its_function_under_scripts(tmp_path):
     code = Skill("open_door", "Open a door by name.", "def open_door(env, name):\n    return env.step(f'open {name}')\n",
                  format="code")
     export_skills([code], tmp_path / "lib")
-    assert (tmp_path / "lib" / "open-door" / "scripts" / "open_door.py").read_text() == code.body
+    assert (tmp_path / "lib" / "open-a-door-by-name" / "scripts" / "open_a_door_by_name.py").read_text() == code.body
     assert import_skills(tmp_path / "lib")[0].to_dict() == code.to_dict()
 
 

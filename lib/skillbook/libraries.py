@@ -96,6 +96,29 @@ def export_run(root: str | Path, dest: str | Path) -> dict[str, list[Path]]:
     return out
 
 
+def export_preview(root: str | Path, show: str | None = None, where: str | None = None) -> str:
+    """Markdown for a chapter: the libraries under `root` as Agent Skills (exported into a temporary
+    folder, so a replay writes nothing), the command that writes them, and one skill's SKILL.md — the
+    first of library `show` (default: the largest). `where` is `root` as the reader should type it."""
+    import tempfile
+    found = libraries_in(root)
+    if not found:
+        return f"No skill library was recorded under `{where or root}`."
+    show = show if show in found else max(found, key=lambda n: len(found[n]))
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = export_run(root, Path(tmp) / "skills")
+        first = folders[show][0]
+        text = (first / "SKILL.md").read_text(encoding="utf-8")
+        scripts = sorted(p.name for p in (first / "scripts").glob("*")) if (first / "scripts").exists() else []
+    rows = "\n".join(f"| `{name}` | {len(skills)} | {', '.join(sorted({s.format for s in skills}))} |"
+                     for name, skills in found.items())
+    return (f"**As Agent Skills.** `python -m skillbook.libraries export {where or root} DEST` writes each library "
+            f"below as a folder of Agent Skills (one `SKILL.md` folder per skill):\n\n"
+            f"| library | skills | format |\n|---|---|---|\n{rows}\n\n"
+            f"The first skill of `{show}`, `{first.name}/SKILL.md`"
+            + (f" (and `scripts/{scripts[0]}`)" if scripts else "") + ":\n\n````markdown\n" + text + "````\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
     ap = argparse.ArgumentParser(prog="python -m skillbook.libraries", description=__doc__,

@@ -44,7 +44,11 @@ class AgentSkillsError(ValueError):
 def skill_name(text: str, taken: set[str]) -> str:
     """A valid, unused folder name for a skill: lowercase letters, digits and single hyphens, at most 64
     characters, from `text` (its id or description); a numeric suffix keeps it unique."""
-    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", text.lower())).strip("-")[:MAX_NAME].strip("-")
+    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", text.lower())).strip("-")
+    if len(base) > MAX_NAME:                       # cut at a hyphen where one is near the limit
+        cut = base[:MAX_NAME + 1].rfind("-")
+        base = base[:cut] if cut > MAX_NAME // 2 else base[:MAX_NAME]
+    base = base.strip("-")
     base = base or "skill"
     name, n = base, 2
     while name in taken:
@@ -73,7 +77,8 @@ def export_skills(skills: list[Skill], dest: str | os.PathLike, provenance: dict
     try:
         folders = []
         for position, s in enumerate(skills):
-            name = skill_name(s.id, taken)
+            # named after what it does (another agent reads names); the book's id stays in the metadata
+            name = skill_name(s.description or s.id, taken)
             folder = tmp / name
             (folder / "scripts").mkdir(parents=True) if s.format == "code" else folder.mkdir()
             description = s.description.strip()[:MAX_DESCRIPTION] or name

@@ -443,7 +443,7 @@ def gold_library_summary(root: str | Path, name: str = "oracle") -> str:
     """One sentence on a gold library built under `root`: skills, and the TRAIN gold trajectories."""
     path = library_file(root, name)
     if not path.exists():
-        return f"No {name} library has been built under {root}."
+        return f"No {name} library has been built for this setting yet."   # no machine's path on a page
     saved = json.loads(path.read_text())
     return (f"The {name} library: {len(saved['library']['skills'])} skills induced from "
             f"{len(saved['made_from']['tasks'])} TRAIN gold trajectories in {len(saved['calls'])} model calls.")
