@@ -28,6 +28,7 @@ def test_every_library_a_paper_recorded_exports_and_imports_as_the_same_skills(p
         assert len(folders[name]) == len(skills)
     text = next((tmp_path / "out").rglob("SKILL.md")).read_text()
     assert f'"paper": "{paper}"' in text
+    assert f'"run": "runs/workshop/{PAPER_RUNS[paper].name}"' in text.replace("\n    ", " ")   # no machine's path
 
 
 def test_code_skills_are_scripts_and_names_follow_the_format():

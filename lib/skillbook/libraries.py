@@ -91,9 +91,18 @@ def export_run(root: str | Path, dest: str | Path) -> dict[str, list[Path]]:
     out = {}
     for name, skills in found.items():
         target = dest if name == "." else dest / name
-        out[name] = export_skills(skills, target, {"paper": paper_of(root / name), "run": root.as_posix(),
+        out[name] = export_skills(skills, target, {"paper": paper_of(root / name), "run": run_name(root),
                                                    "library": name})
     return out
+
+
+def run_name(root: Path) -> str:
+    """The run folder as provenance: relative to the project when inside it (no machine's path)."""
+    from .profiles import project_root
+    try:
+        return Path(root).resolve().relative_to(project_root().resolve()).as_posix()
+    except (ValueError, FileNotFoundError):
+        return Path(root).as_posix()
 
 
 def export_preview(root: str | Path, show: str | None = None, where: str | None = None) -> str:
