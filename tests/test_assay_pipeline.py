@@ -102,6 +102,10 @@ def test_run_assay_end_to_end_on_the_fake_world(tmp_path, fake_env, fake_templat
     # 1. upstream: one skill per kind of training task (the second pass merged into the first), templates added
     assert set(by_marker) == {"ZAPCOUNT", "ZAPFETCH", "ZAPNOTE"}
     assert [i for i in ids if is_template(i)] == [t[0] for t in FAKE_TEMPLATES]
+    # the tested libraries are kept whole, so they can be read and exported (issue 39)
+    from skillbook.libraries import libraries_in
+    kept = libraries_in(tmp_path / "libraries")
+    assert [s.id for s in kept["upstream"]] == ids and [s.id for s in kept["restructured"]] == [s.id for s in r.restructured]
     # 2. masks over every skill, templates too; each trial ran with exactly its mask; C from those outcomes
     a = r.attribution
     assert a["skill_ids"] == ids and a["masks"].shape == (8, len(ids))

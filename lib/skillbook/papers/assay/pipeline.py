@@ -399,6 +399,10 @@ def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env:
     dev_texts = list(task_texts(tasks["dev"], env_options, kind="observation+instruction", llm=llm).values())
     gate = DevGate(run_dir, llm, tasks["dev"], config, settings, env_options, workers)
     restructured, log = restructure(library, attribution, dev_texts, llm, gate, settings)
+    # the libraries it tested, kept whole (the conditions' settings record only their content hash), so
+    # that they can be read, exported as Agent Skills (`skillbook.libraries`) or used elsewhere
+    write_json_if_changed(run_dir / "libraries" / "upstream.json", {"library": library.state()}, indent=1)
+    write_json_if_changed(run_dir / "libraries" / "restructured.json", {"library": restructured.state()}, indent=1)
     frames = []
     for c in assay_conditions(config, library, restructured, attribution, dev_texts, settings, conditions):
         frames.append(run_condition(run_dir / "test" / c.name, llm, c, tasks["test"], env_options, workers,
