@@ -285,7 +285,7 @@ def test_findings_sentences_say_what_the_claims_table_says():
     """Chapter findings are written from the claims table: estimate, interval, n, test, verdict — and a
     descriptive row says what was observed without a verdict."""
     from skillbook.analysis import Claim, claims_table
-    from skillbook.papers.breakdown.report import findings, tally
+    from skillbook.analysis.report import findings, tally
     t = claims_table([
         Claim("memory helps", "+1.9 pp", +1, True, {"difference": -0.25, "ci_low": -0.5, "ci_high": 0.1, "p": 0.3,
                                                      "mde": 0.6, "n_tasks": 9}),

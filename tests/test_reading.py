@@ -472,3 +472,13 @@ def test_an_older_record_without_kind_or_unit_reads_as_claims_of_a_paper(tmp_pat
     assert found.kind.tolist() == ["paper"] and found.unit.tolist() == [""] and found.n_tasks.isna().all()
     assert findings_frame(found).n.tolist() == ["9"]
     assert tally(found).loc["Break it down, pass it on", "not resolved"] == 1
+
+
+def test_no_chapter_defines_a_function():
+    # issue 38: ten `def`s lived in chapters 01, 02, 03, 05 and 06 (`count` in 01 and `plural` in 06 the same
+    # function); chapters call the library (`analysis/report.py` and the papers' modules)
+    import re
+    for path in sorted((project_root() / "chapters").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        defs = [m for c in nb.cells if c.cell_type == "code" for m in re.findall(r"^def (\w+)", c.source, re.M)]
+        assert not defs, f"{path.name} defines {defs}: move them into lib/"

@@ -183,3 +183,11 @@ def simulate_grid(Ks=GRID["K"], Ms=GRID["M"], fs=GRID["f"], **kw) -> pd.DataFram
 
 __all__ = ["KINDS", "METRICS", "GRID", "Planted", "kind_counts", "plant", "simulate_cell", "simulate_grid",
            "recovery_claim"]
+
+
+def four_rates(cell) -> str:
+    """A design cell of the planted simulation in words: its sign recovery, split recall, false split
+    and null-flagged rates (chapter 06's comparison of K against M)."""
+    from ...analysis.report import pct
+    return (f"sign recovery {pct(cell.sign_recovery)}, split recall {pct(cell.split_recall)}, false split "
+            f"{pct(cell.false_split)}, null flagged {pct(cell.null_flagged)}")

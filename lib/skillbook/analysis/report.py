@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from ...analysis import units_text
+from .claims import units_text
 
 
 def num(x: float, signed: bool = True, digits: int = 2) -> str:
@@ -83,3 +83,34 @@ def tally(table: pd.DataFrame, role: str, kind: str = "paper") -> str:
 
 
 __all__ = ["num", "interval", "p_text", "claim_sentence", "findings", "tally"]
+
+
+# Small helpers the chapters' sentences share (they were defined in the chapters: `count` in 01 and
+# `plural` in 06 were the same function).
+def count(k: int, what: str = "task") -> str:
+    """"1 task", "3 tasks"."""
+    return f"{k} {what}" + ("" if k == 1 else "s")
+
+
+def includes_zero(row) -> bool:
+    """Whether a result's 95% interval (`ci_low`, `ci_high`) contains 0."""
+    return row["ci_low"] <= 0 <= row["ci_high"]
+
+
+def pct(x: float) -> str:
+    """A share as a whole percentage, "n/a" when undefined."""
+    return "n/a" if math.isnan(x) else f"{x:.0%}"
+
+
+def apart(summary: pd.DataFrame, measure: str) -> list[str]:
+    """Pairs of conditions (rows of `summary`, with condition, ci_low, ci_high) whose intervals for
+    `measure` do not overlap."""
+    s = summary.set_index("condition") if len(summary) else pd.DataFrame()
+    return [f"{a} and {b} ({measure})" for i, a in enumerate(s.index) for b in s.index[i + 1:]
+            if s.loc[a, "ci_high"] < s.loc[b, "ci_low"] or s.loc[b, "ci_high"] < s.loc[a, "ci_low"]]
+
+
+def positions_at(values, x) -> str:
+    """The 1-based positions where `values` equal `x` (within float tolerance): "2 and 3"."""
+    import numpy as np
+    return " and ".join(str(i + 1) for i in np.flatnonzero(np.isclose(values, x)))
