@@ -108,7 +108,7 @@ def _decimals(*values: float) -> int:
     return 2 if top < 10 else max(0, 2 - math.floor(math.log10(top)))
 
 
-def _fmt(x: float, signed: bool = True, decimals: int | None = None) -> str:
+def format_number(x: float, signed: bool = True, decimals: int | None = None) -> str:
     """+0.12 / −0.03 with a true minus sign; 'n/a' for NaN, ∞ for infinity."""
     if x is None or math.isnan(x):
         return "n/a"
@@ -120,20 +120,20 @@ def _fmt(x: float, signed: bool = True, decimals: int | None = None) -> str:
 
 
 def _bracket(low: float, high: float, decimals: int) -> str:
-    return f"[{_fmt(low, decimals=decimals)}, {_fmt(high, decimals=decimals)}]"
+    return f"[{format_number(low, decimals=decimals)}, {format_number(high, decimals=decimals)}]"
 
 
 def measured_text(estimate: float, low: float, high: float) -> str:
     """"+0.12 [−0.03, +0.27]": the estimate with its interval (left out when there is none), all at the
     same decimals — the claims table's *measured* column, and the prose that quotes it."""
     d = _decimals(estimate, low, high)
-    out = _fmt(estimate, decimals=d)
+    out = format_number(estimate, decimals=d)
     if not (pd.isna(low) or pd.isna(high)):
         out += " " + _bracket(low, high, d)
     return out
 
 
-def _fmt_p(p: float) -> str:
+def format_p(p: float) -> str:
     if p is None or math.isnan(p):
         return "—"
     if p < 0.001:
@@ -147,7 +147,7 @@ def _mde_text(mde: float, n) -> str:
     if math.isinf(mde):
         n = int(n) if isinstance(n, (int, float)) and not math.isnan(n) else n   # a column of n is float
         return f"not resolved (no effect detectable at n = {n})"
-    return f"not resolved (MDE ±{_fmt(mde, signed=False)})"
+    return f"not resolved (MDE ±{format_number(mde, signed=False)})"
 
 
 def _result_note(r) -> str:
@@ -239,8 +239,8 @@ def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.
         est = measured_text(r["estimate"], r["ci_low"], r["ci_high"])
         n = units_text(r)
         rows.append({"claim": r["claim"], "role": r["role"], "paper": r["paper"], "n": n, "measured [95% CI]": est,
-                     "p": _fmt_p(r["p"]), "p (Holm)": _fmt_p(r["p_holm"]),
-                     "MDE": "" if math.isnan(r["mde"]) else "±" + _fmt(r["mde"], signed=False),
+                     "p": format_p(r["p"]), "p (Holm)": format_p(r["p_holm"]),
+                     "MDE": "" if math.isnan(r["mde"]) else "±" + format_number(r["mde"], signed=False),
                      "verdict": r["verdict"], "note": r["note"]})
     out = pd.DataFrame(rows, columns=["claim", "role", "paper", "n", "measured [95% CI]", "p", "p (Holm)", "MDE",
                                       "verdict", "note"])

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..llm.cache import ResponseCache
+from .episode import attempt_episode, settings_of
+from .store import settings_diff
 
 EXECUTORS = ("threads", "ray")
 ENV_EXECUTOR = "SKILLBOOK_EXECUTOR"
@@ -175,7 +177,6 @@ class EpisodeWorker:
     def hello(self, env_options: dict | None, mode: str, envs=()) -> dict:
         """Where this worker runs and the settings its agent would record (compared with the driver's);
         `envs`: the envs the run's tasks use (their simulator revisions are this worker's code's)."""
-        from .streams import settings_of
         return {"host": socket.gethostname(), "pid": os.getpid(),
                 "settings": settings_of(self.make_agent(), env_options, mode, envs)}
 
@@ -183,14 +184,13 @@ class EpisodeWorker:
         """One episode. `state` None: go on with the agent kept for `stream` (its memory where the last
         episode left it); otherwise a new agent whose memory loads `state`. `keep`: the stream goes on here."""
         from ..llm.cache import CacheError
-        from .streams import _attempt
         agent = self.agents.pop(stream, None) if state is None else None
         if agent is None:
             agent = self.make_agent()
             agent.memory.load_state(state or {})
         self._stop = agent.stop = threading.Event()
         try:
-            ep = _attempt(agent, self.pool, stream, position, task_id)
+            ep = attempt_episode(agent, self.pool, stream, position, task_id)
         except CacheError as e:
             return {"cache_error": type(e).__name__, "message": str(e)}
         except KeyboardInterrupt:   # cancelled (past its wall-clock limit, or the driver stopped)
@@ -429,9 +429,8 @@ def run_distributed(executor, store, todo, recorded, make_agent, probe, env_opti
         """Every worker, the first ones and each replacement, must record this driver's settings."""
         for hello in pool.hello(env_options, mode, workers, envs=envs):
             if hello["settings"] != settings:
-                from .store import _diff
                 raise ExecutorError(f"the worker on {hello['host']} (pid {hello['pid']}) would record other settings "
-                                    f"({', '.join(_diff(settings, hello['settings']))}) than this driver: install "
+                                    f"({', '.join(settings_diff(settings, hello['settings']))}) than this driver: install "
                                     "the same commit of skillbook on every node")
     try:
         vet()

@@ -204,7 +204,7 @@ class RunDir:
                         "memory": settings["memory"].get("name"), "env_options": settings["env_options"]}
             recorded = {k: old.get(k) for k in settings}
         if recorded != settings:
-            changed = _diff(recorded, settings)
+            changed = settings_diff(recorded, settings)
             raise ValueError(f"{self.path} was recorded with other settings ({', '.join(changed)}); resume only "
                              "with the same settings, or use a new run directory (e.g. another profile name)")
 
@@ -386,13 +386,13 @@ def _served_anywhere(settings: dict) -> dict:
     return out
 
 
-def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+def settings_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     """Dotted names of the settings that differ (nested mappings compared key by key)."""
     out = []
     for k in sorted(set(old) | set(new)):
         a, b = old.get(k), new.get(k)
         if isinstance(a, dict) and isinstance(b, dict):
-            out += _diff(a, b, f"{prefix}{k}.")
+            out += settings_diff(a, b, f"{prefix}{k}.")
         elif a != b:
             out.append(f"{prefix}{k}")
     return out

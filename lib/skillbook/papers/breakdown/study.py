@@ -561,9 +561,9 @@ def _p_phrase(shown: str) -> str:
 
 def _measured(r) -> str:
     """A claims-table row's measurement in prose: as the table prints it, then its p ("p = 0.21")."""
-    from ...analysis.claims import _fmt_p, measured_text
+    from ...analysis.claims import format_p, measured_text
     return measured_text(r["estimate"], r["ci_low"], r["ci_high"]) + (
-        f", p {_p_phrase(_fmt_p(r['p']))}" if pd.notna(r["p"]) else "")
+        f", p {_p_phrase(format_p(r['p']))}" if pd.notna(r["p"]) else "")
 
 
 def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame, final: bool) -> str:
@@ -581,8 +581,8 @@ def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame, final: bool) 
 
 def _per_seed_text(per_seed: pd.DataFrame) -> str:
     """The registered per-seed tests in one sentence, labelled as what they are."""
-    from ...analysis.claims import _fmt_p
-    parts = [f"{r['claim']} p {_p_phrase(_fmt_p(r['p']))}" for _, r in per_seed.iterrows() if pd.notna(r["p"])]
+    from ...analysis.claims import format_p
+    parts = [f"{r['claim']} p {_p_phrase(format_p(r['p']))}" for _, r in per_seed.iterrows() if pd.notna(r["p"])]
     return ("**As registered, per seed.** The registration tested each contrast over the test seeds as if they "
             f"were independent ({'; '.join(parts)}). The seeds repeat a few games and the agents are "
             "deterministic, so those p-values count copies of one observation as new evidence: they are shown "
@@ -614,7 +614,7 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
     never stated as verdicts), the exploratory `decomposition` (no verdict) and `library_health`. `model`
     is the backend that answered the recorded episodes. Numbers are formatted as the claims table formats
     them; no sentence says more than a table above it."""
-    from ...analysis.claims import _fmt
+    from ...analysis.claims import format_number
     primary = claims[claims["role"] == "primary"] if len(claims) else claims
     games = int(primary["n"].dropna().max()) if len(primary) and primary["n"].notna().any() else 0
     seeds = primary["n_tasks"].dropna().max() if "n_tasks" in primary and primary["n_tasks"].notna().any() \
@@ -646,8 +646,8 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
     mde = primary["mde"].dropna() if "mde" in primary else pd.Series(dtype=float)
     mde = mde[mde < float("inf")]
     if len(mde):
-        span = _fmt(mde.min(), signed=False) if mde.min() == mde.max() else \
-            f"{_fmt(mde.min(), signed=False)} to ±{_fmt(mde.max(), signed=False)}"
+        span = format_number(mde.min(), signed=False) if mde.min() == mde.max() else \
+            f"{format_number(mde.min(), signed=False)} to ±{format_number(mde.max(), signed=False)}"
         sure = (f"**How sure.** Over {games} games the primary contrasts could detect effects of ±{span} with "
                 "80% power (each 'not resolved' names its own).")
         if mde.min() > PAPER_LARGEST:
