@@ -134,3 +134,9 @@ def test_a_folder_of_agent_skills_runs_as_a_memory_condition_and_replays(fake_en
     with pytest.raises(AgentSkillsError, match="must be lowercase"):
         run_transfer(tmp_path / "run2", llm, spec(str(tmp_path / "bad")))
     assert len(llm.calls) == n and again.spec == t.spec
+
+
+def test_a_chapter_over_records_without_a_library_says_so(tmp_path):
+    from skillbook.libraries import export_preview
+    assert export_preview(tmp_path / "nothing", None, "runs/ci/calibration") == \
+        "No skill library was recorded under `runs/ci/calibration`."

@@ -110,7 +110,7 @@ def export_preview(root: str | Path, show: str | None = None, where: str | None 
     folder, so a replay writes nothing), the command that writes them, and one skill's SKILL.md — the
     first of library `show` (default: the largest). `where` is `root` as the reader should type it."""
     import tempfile
-    found = libraries_in(root)
+    found = libraries_in(root) if Path(root).exists() else {}
     if not found:
         return f"No skill library was recorded under `{where or root}`."
     show = show if show in found else max(found, key=lambda n: len(found[n]))
