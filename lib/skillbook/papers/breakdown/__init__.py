@@ -17,9 +17,9 @@ skills, retrieval by description, skill utility (specificity × abstractness) an
     study.py      calibration of the study's benchmarks (command line)
 """
 from .memory import InducedMemory
-from .pipeline import (CONDITIONS, DEFAULT_CONDITIONS, E3_HALVES, SkillRun, Transfer, TransferSpec, condition, frozen,
+from .pipeline import (CONDITIONS, DEFAULT_CONDITIONS, E3_HALVES, RetrievingRun, Transfer, TransferSpec, condition, frozen,
                        interleave, library_of, load_transfer, parse_conditions, run_transfer, transfer_library)
 
-__all__ = ["InducedMemory", "CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "SkillRun", "Transfer", "TransferSpec",
+__all__ = ["InducedMemory", "CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RetrievingRun", "Transfer", "TransferSpec",
            "condition", "frozen", "interleave", "library_of", "load_transfer", "parse_conditions", "run_transfer",
            "transfer_library"]

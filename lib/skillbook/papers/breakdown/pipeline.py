@@ -292,30 +292,30 @@ class Transfer:
         return out
 
     # -- every run that retrieved skills, once -----------------------------------------------------------
-    def skill_runs(self, scores: pd.DataFrame) -> list["SkillRun"]:
+    def skill_runs(self, scores: pd.DataFrame) -> list["RetrievingRun"]:
         """Every recorded run whose agent retrieved skills of this experiment: the memory streams, the
         prompt ablation's streams, and the frozen-library runs of E.2, E.3 and E.4 (`scores` rebuilds
         E.4's halves). Each with the library its skills are scored from and what it could retrieve."""
-        out = [SkillRun(c, r, c, f"stream:{c}") for c, r in self.results.items() if c in self.skill_conditions]
-        out += [SkillRun(f"ablation/{n}", r, f"ablation/{n}", f"stream:ablation/{n}")
+        out = [RetrievingRun(c, r, c, f"stream:{c}") for c, r in self.results.items() if c in self.skill_conditions]
+        out += [RetrievingRun(f"ablation/{n}", r, f"ablation/{n}", f"stream:ablation/{n}")
                 for n, r in self.runs("ablation").items()]
         e2 = self.runs("e2")
         for source in ("task-text", "subtask-text"):
             name = f"task+{source}-library"
             if name in e2 and source in self.libraries:
-                out.append(SkillRun(f"e2/{name}", e2[name], source, _content(self.libraries[source])))
+                out.append(RetrievingRun(f"e2/{name}", e2[name], source, _content(self.libraries[source])))
         e3 = self.runs("e3")
         for name, lib in self.e3_libraries()[0].items():
             if name in e3:
-                out.append(SkillRun(f"e3/{name}", e3[name], "subtask-text", _content(lib)))
+                out.append(RetrievingRun(f"e3/{name}", e3[name], "subtask-text", _content(lib)))
         e4 = self.runs("e4")
         for level, halves in self.e4_halves(scores).items():
             for half, lib in halves.items():
                 if lib is not None and f"{level}-{half}" in e4:
-                    out.append(SkillRun(f"e4/{level}-{half}", e4[f"{level}-{half}"], f"{level}-text", _content(lib)))
+                    out.append(RetrievingRun(f"e4/{level}-{half}", e4[f"{level}-{half}"], f"{level}-text", _content(lib)))
         return out
 
-    def retrieval_episodes(self, scores: pd.DataFrame) -> tuple[list[tuple["SkillRun", object]], int]:
+    def retrieval_episodes(self, scores: pd.DataFrame) -> tuple[list[tuple["RetrievingRun", object]], int]:
         """(run, episode) for every episode of `skill_runs`, each distinct episode once, and how many
         repeats were dropped. Two records are one episode when task, agent configuration and what the
         agent could retrieve (a frozen library's content, or the stream) are the same: e.g. E.2's
@@ -401,7 +401,7 @@ SKILL_COLUMNS = ["condition", "id", "level", "format", "versions", "merged", "de
 
 
 @dataclass(frozen=True, eq=False)
-class SkillRun:
+class RetrievingRun:
     """A recorded run whose agent retrieved skills: its name under the experiment's folder, its
     episodes, the library its skills are scored from (a stream condition or 'ablation/<level>'), and
     what it could retrieve ('stream:<name>' for a growing stream library, else a frozen library's
@@ -444,5 +444,5 @@ def load_transfer(root: str | Path) -> Transfer:
 
 
 __all__ = ["CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RECORDS", "parse_conditions", "interleave",
-           "condition", "frozen", "library_of", "TransferSpec", "run_transfer", "Transfer", "SkillRun",
+           "condition", "frozen", "library_of", "TransferSpec", "run_transfer", "Transfer", "RetrievingRun",
            "load_transfer", "transfer_library"]
