@@ -136,3 +136,16 @@ def test_a_stream_stopped_before_its_first_episode_reads_as_no_episodes(fake_env
     plan.runs.append(("late", plan.runs[1][1], plan.games))
     df = load_ceiling(tmp_path, plan)
     assert set(df.stream) == {"none", "oracle"}
+
+
+def test_library_health_is_read_per_memory_stream(fake_env, tmp_path):
+    from skillbook.papers.breakdown.ceiling import library_health
+    model, d = FakeModel(), design()
+    model.cache = ResponseCache.for_run(tmp_path)
+    run_ceiling(tmp_path, model, d)
+    table, along = library_health(tmp_path, d)
+    assert list(table.index) == ["self-1", "placebo-1", "self-2", "placebo-2"]
+    assert {"skills", "strict subset", "median lines", "writes from successes"} <= set(table.columns)
+    assert set(along.stream) <= set(table.index) and (along.k == d.k).all()
+    empty, _ = library_health(tmp_path / "nothing", d)
+    assert empty.empty

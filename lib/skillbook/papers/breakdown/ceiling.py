@@ -461,6 +461,27 @@ def by_game(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def library_health(root: str | Path, design: CeilingDesign) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The registered library-health figures of every self and placebo stream recorded under `root`:
+    (one row per stream: `health.stream_health`; one row per query along each stream: `health_along`,
+    with its stream). Empty frames before the first episode."""
+    from .health import health_along, stream_health
+    from .pipeline import library_of
+    rows, along = [], []
+    for name in [n for n, _, _ in plan_runs(design, None, SkillLibrary(), SkillLibrary(), []).runs
+                 if n.split("-")[0] in ("self", "placebo")]:
+        d = Path(root) / "streams" / name
+        if not (d / "run.json").exists():
+            continue
+        episodes = load_condition(d).episodes
+        if not episodes:
+            continue
+        rows.append({"stream": name, **stream_health(episodes, library_of(d).state()["skills"], design.k)})
+        along.append(health_along(episodes, design.k).assign(stream=name))
+    table = pd.DataFrame(rows).set_index("stream") if rows else pd.DataFrame()
+    return table, (pd.concat(along, ignore_index=True) if along else pd.DataFrame())
+
+
 def status(root: str | Path, design: CeilingDesign) -> pd.DataFrame:
     """Per stream: games done of planned, hours, seconds per episode, and the ETA at the last chunk's
     pace. Reads records only (the plan's games from the per-user cache of game digests)."""
