@@ -140,3 +140,29 @@ def test_a_chapter_over_records_without_a_library_says_so(tmp_path):
     from skillbook.libraries import export_preview
     assert export_preview(tmp_path / "nothing", None, "runs/ci/calibration") == \
         "No skill library was recorded under `runs/ci/calibration`."
+
+
+def test_a_skillc_macro_library_round_trips_with_its_function_as_a_script(tmp_path):
+    # the workshop's macro library is empty; a macro as SKILLC writes it (`macros.macro_skill`), kept in
+    # library.json as `run_skillc` keeps it
+    import json
+
+    from skillbook.papers.skillc.macros import Macro, macro_skill
+    from skillbook.skills.library import SkillLibrary
+    macro = Macro("open_and_take", "Open the fridge and take the milk.", ["item"], "the fridge is closed",
+                  ["open fridge", "take {item}"], credit=[0.4, 0.6])
+    library = SkillLibrary()
+    library.add(macro_skill(macro, "macro_0001", {"source_task": "twx/cookingworld/train/3"}))
+    run = tmp_path / "08_credit"
+    run.mkdir()
+    (run / "library.json").write_text(json.dumps({"library": library.state(), "log": [], "source": "x"}))
+    found = libraries_in(run)
+    assert list(found) == ["library"]
+    export_run(run, tmp_path / "out")
+    [back] = import_skills(tmp_path / "out" / "library")
+    [orig] = found["library"]
+    assert back.to_dict() == orig.to_dict() and back.format == "code"
+    script = next((tmp_path / "out" / "library").rglob("scripts/*.py")).read_text()
+    assert script == orig.body and "def open_and_take(env, item):" in script
+    text = next((tmp_path / "out" / "library").rglob("SKILL.md")).read_text()
+    assert '"paper": "skillc"' in text
