@@ -79,3 +79,19 @@ def test_each_run_is_replayed_in_its_own_benchmark(tmp_path):
     tasks = {"train": ["fake/fetch/train/0", "fake2/fetch/train/1"], "test": ["fake/fetch/test/0"]}
     run = run_skillc(tmp_path, llm, tasks, AGENT, SkillCSettings(max_candidates=2, judge_samples=1), progress=False)
     assert set(run.credits.task_id) == set(tasks["train"]) and run.credits.replay_original.eq(1.0).all()
+
+
+def test_a_folder_of_agent_skills_is_one_more_test_condition(tmp_path, fake_env):
+    # issue 39: the imported-skills condition from chapter 08's parameters (`skills_folder`)
+    from skillbook.papers.breakdown import imported_library
+    folder = tmp_path / "skills" / "take-the-key-first"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: take-the-key-first\ndescription: Take the key, then open "
+                                     "the locked door.\n---\n\n1. take key\n2. open door\n")
+    llm = FakeModel()
+    s = SkillCSettings(max_candidates=6, judge_samples=1, n_macros=2, threshold=0.0)
+    run = run_skillc(tmp_path / "run", llm, {"train": TRAIN, "test": TEST}, AGENT, s, progress=False,
+                     skills_library=imported_library(tmp_path / "skills"))
+    assert list(dict.fromkeys(run.test.condition)) == ["none", "skills", "credit"]
+    shown = [m["content"] for messages in llm.calls for m in messages if "1. take key\n2. open door" in m["content"]]
+    assert shown, "the imported skill never reached a prompt"

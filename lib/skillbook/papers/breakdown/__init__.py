@@ -18,8 +18,9 @@ skills, retrieval by description, skill utility (specificity × abstractness) an
 """
 from .memory import InducedMemory
 from .pipeline import (CONDITIONS, DEFAULT_CONDITIONS, E3_HALVES, RetrievingRun, Transfer, TransferSpec, condition, frozen,
-                       interleave, library_of, load_transfer, parse_conditions, run_transfer, transfer_library)
+                       imported_library, interleave, library_of, load_transfer, parse_conditions, run_transfer,
+                       transfer_library)
 
 __all__ = ["InducedMemory", "CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RetrievingRun", "Transfer", "TransferSpec",
-           "condition", "frozen", "interleave", "library_of", "load_transfer", "parse_conditions", "run_transfer",
+           "condition", "frozen", "imported_library", "interleave", "library_of", "load_transfer", "parse_conditions", "run_transfer",
            "transfer_library"]

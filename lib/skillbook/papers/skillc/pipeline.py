@@ -141,7 +141,7 @@ def library_source(credits, settings: SkillCSettings) -> str:
                          "n_macros": settings.n_macros})
 
 
-CONDITIONS = ("none", "subtask-text", "credit")
+CONDITIONS = ("none", "subtask-text", "skills", "credit")
 
 
 @dataclass
@@ -154,9 +154,11 @@ class SkillCRun:
 
 
 def run_skillc(run_dir, llm, tasks: dict[str, list[str]], agent: dict, settings: SkillCSettings,
-               env_options: dict | None = None, workers: int = 1, text_library=None, progress: bool = True) -> SkillCRun:
+               env_options: dict | None = None, workers: int = 1, text_library=None, progress: bool = True,
+               skills_library=None) -> SkillCRun:
     """Collect → credit (judge and replay) → macros → test conditions (none, the transfer experiment's
-    subtask-level text skills when given, credit macros as one stream). Every stage resumes."""
+    subtask-level text skills when given, a folder of Agent Skills when given (`skills_library`, e.g.
+    `breakdown.imported_library(folder)`), credit macros as one stream). Every stage resumes."""
     settings.validate()
     require_splits(tasks, ("train", "test"), "run_skillc")
     run_dir = Path(run_dir)
@@ -179,6 +181,8 @@ def run_skillc(run_dir, llm, tasks: dict[str, list[str]], agent: dict, settings:
     conditions = [Condition("none", config)]
     if text_library is not None:
         conditions.append(Condition("subtask-text", config, frozen(llm, text_library, settings.k, settings.threshold)))
+    if skills_library is not None:
+        conditions.append(Condition("skills", config, frozen(llm, skills_library, settings.k, settings.threshold)))
     conditions.append(Condition("credit", config, lambda: credit_memory(library, settings), stream=True))
     frames = [run_condition(run_dir / "test" / c.name, llm, c, tasks["test"], env_options, workers,
                             desc=f"test: {c.name}").frame for c in conditions]
