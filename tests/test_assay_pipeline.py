@@ -242,3 +242,17 @@ def test_dev_gate_runs_each_library_once_with_every_skill_shown(tmp_path, fake_e
     for d in (tmp_path / "gate").iterdir():
         assert all(set(e.retrieved) == {s.id for s in (lib if "original" in d.name else fixed)}
                    for e in load_episodes(d))
+
+
+def test_a_folder_of_agent_skills_is_one_more_assay_test_condition(tmp_path, fake_env, fake_templates):
+    # issue 39: chapter 06's `skills_folder` adds the test condition `skills`
+    from skillbook.papers.breakdown import imported_library
+    folder = tmp_path / "skills" / "count-then-say-done"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: count-then-say-done\ndescription: Make the counter show the "
+                                     "goal, then say done.\n---\n\nSay add one until the goal, then say done.\n")
+    llm = AssayFake()
+    run = run_assay(tmp_path / "run", llm, TASKS, AGENT, "fake", AssaySettings(**SETTINGS), seed=0,
+                    skills_library=imported_library(tmp_path / "skills"))
+    assert "skills" in set(run.test.condition)
+    assert (tmp_path / "run" / "test" / "skills" / "run.json").exists()

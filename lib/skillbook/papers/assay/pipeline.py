@@ -383,10 +383,12 @@ class AssayRun:
 
 def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env: str, settings: AssaySettings,
               seed: int = 0, env_options: dict | None = None, workers: int = 1, conditions=DEFAULT_CONDITIONS,
-              gold_lengths: dict | None = None) -> AssayRun:
+              gold_lengths: dict | None = None, skills_library: SkillLibrary | None = None) -> AssayRun:
     """The whole pipeline on one benchmark: tasks = {"train": [...], "dev": [...], "test": [...]}.
 
-    Every stage resumes from its records. The agent on dev and test tasks is the task-level agent."""
+    Every stage resumes from its records. The agent on dev and test tasks is the task-level agent.
+    `skills_library` (a folder of Agent Skills, `breakdown.imported_library`) adds the test condition
+    `skills`: that library, retrieved as Assay retrieves."""
     settings.validate()
     run_dir = Path(run_dir)
     require_splits(tasks, ("train", "dev", "test"), "run_assay")
@@ -404,7 +406,10 @@ def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env:
     write_json_if_changed(run_dir / "libraries" / "upstream.json", {"library": library.state()}, indent=1)
     write_json_if_changed(run_dir / "libraries" / "restructured.json", {"library": restructured.state()}, indent=1)
     frames = []
-    for c in assay_conditions(config, library, restructured, attribution, dev_texts, settings, conditions):
+    tested = assay_conditions(config, library, restructured, attribution, dev_texts, settings, conditions)
+    if skills_library is not None:
+        tested.append(assay_condition("skills", config, skills_library, settings, label="skills"))
+    for c in tested:
         frames.append(run_condition(run_dir / "test" / c.name, llm, c, tasks["test"], env_options, workers,
                                     desc=f"test: {c.name}").frame)
     return AssayRun(library, attribution, restructured, log, dev_texts, pd.concat(frames, ignore_index=True))
