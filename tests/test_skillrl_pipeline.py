@@ -104,3 +104,19 @@ def test_parameters_are_checked_before_any_run(tmp_path, fake_env):
     with pytest.raises(ValueError, match="valid: none, skillbank"):
         skillrl(tmp_path, conditions=("none", "memory"))
     assert not (tmp_path / "collect").exists()
+
+
+def test_a_folder_of_agent_skills_is_one_more_skillrl_test_condition(tmp_path, fake_env):
+    # issue 39: chapter 07's `skills_folder` adds the test condition `skills`; it replays from its records
+    from skillbook.papers.breakdown import imported_library
+    folder = tmp_path / "skills" / "count-then-say-done"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: count-then-say-done\ndescription: Make the counter show the "
+                                     "goal, then say done.\n---\n\nSay add one until the goal, then say done.\n")
+    lib = imported_library(tmp_path / "skills")
+    run, agent_llm, _ = skillrl(tmp_path / "run", skills_library=lib)
+    assert list(dict.fromkeys(run.test.condition))[-1] == "skills"
+    assert "skills" in set(run.prompts.condition)
+    n = len(agent_llm.calls)
+    skillrl(tmp_path / "run", agent_llm=agent_llm, skills_library=lib)
+    assert len(agent_llm.calls) == n

@@ -83,8 +83,7 @@ def export_skills(skills: list[Skill], dest: str | os.PathLike, provenance: dict
             (folder / "scripts").mkdir(parents=True) if s.format == "code" else folder.mkdir()
             description = s.description.strip()[:MAX_DESCRIPTION] or name
             metadata = {"skillbook-id": s.id, "skillbook-format": s.format, ORDER_KEY: f"{position:06d}",
-                        RECORD_KEY: json.dumps(s.to_dict() | {"body": None, "description": None},
-                                               sort_keys=True, ensure_ascii=False)}
+                        RECORD_KEY: json.dumps(_record(s, description), sort_keys=True, ensure_ascii=False)}
             if provenance:
                 metadata["skillbook-provenance"] = json.dumps(provenance, sort_keys=True, ensure_ascii=False)
             if s.format == "code":
@@ -106,6 +105,28 @@ def export_skills(skills: list[Skill], dest: str | os.PathLike, provenance: dict
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folders
+
+
+def _record(skill: Skill, description: str) -> dict:
+    """The skill's record for its metadata: everything but the texts SKILL.md carries itself, plus what
+    Markdown and YAML would not keep of them (the body's surrounding whitespace, a description longer or
+    otherwise than the exported one), so that import gives the same record and the same fingerprint."""
+    text = skill.body.strip()
+    d = skill.to_dict() | {"body": None, "description": None}
+    d["body_ends"] = [skill.body[:len(skill.body) - len(skill.body.lstrip())],
+                      skill.body[len(skill.body.rstrip()):]] if text else [skill.body, ""]
+    if description != skill.description:
+        d["description_exact"] = skill.description
+    return d
+
+
+def _restored(record: dict, description: str, body: str) -> Skill:
+    record = dict(record)
+    lead, trail = record.pop("body_ends", ["", ""])
+    exact = record.pop("description_exact", None)
+    text = body.strip()
+    return Skill.from_dict({**record, "description": exact if exact is not None else description,
+                            "body": lead + text + trail if text else lead})
 
 
 def _read(path: Path, root: Path, problems: list[str]) -> str | None:
@@ -167,7 +188,7 @@ def import_skills(folder: str | os.PathLike) -> list[Skill]:
             except json.JSONDecodeError as e:
                 problems.append(f"{md}: metadata {RECORD_KEY} is not JSON ({e.msg})")
                 continue
-            skill = Skill.from_dict({**d_, "description": meta["description"], "body": body.strip()})
+            skill = _restored(d_, meta["description"], body)
             if skill.format == "code":
                 scripts = sorted((d / "scripts").glob("*.py"))
                 if len(scripts) != 1:

@@ -35,6 +35,7 @@ from ...prompts import load
 from ...records import Episode, render_steps
 from ...run import Condition, collect, run_condition
 from ...skills.library import SkillLibrary
+from ..breakdown import frozen
 from .bank import bank_from_json, bank_skill, bank_to_json, kind, mistake
 from .memory import RawTrajectoryMemory, SkillBankMemory
 
@@ -328,7 +329,8 @@ class SkillRLRun:
 
 def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], agent: dict, rounds: int = 2,
                 delta: float = DELTA, retrieval_delta: float = 0.3, top_k: int = 6, env_options: dict | None = None,
-                workers: int = 1, conditions=CONDITIONS, mode: str = "embedding", count=None) -> SkillRLRun:
+                workers: int = 1, conditions=CONDITIONS, mode: str = "embedding", count=None,
+                skills_library: SkillLibrary | None = None) -> SkillRLRun:
     """Collect → distil → validate and evolve `rounds` times → the test conditions.
 
     Every stage resumes: runs from their records, banks from `bank/roundN.json` (a bank in the public
@@ -339,7 +341,9 @@ def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], ag
     book distilled it; round N + 1: validation round N's success by category and sampled failures), and
     every SkillBank or raw-trajectory run against the retrieval asked for (`check_retrieval`): what does
     not match is refused (`StaleRecords`), never silently reused. `mode` is the retrieval mode
-    (`SkillBankMemory`); `count` counts tokens for the compression ratio (`prompt_footprint`)."""
+    (`SkillBankMemory`); `count` counts tokens for the compression ratio (`prompt_footprint`).
+    `skills_library` (a folder of Agent Skills, `breakdown.imported_library`) adds the test condition
+    `skills`: that library, retrieved by description (top_k, at `retrieval_delta`)."""
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
         raise ValueError(f"unknown SkillRL condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
@@ -404,6 +408,9 @@ def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], ag
             "no-hierarchy": lambda: Condition("no-hierarchy", config, memory(banks[-1], general=False, mistakes=False,
                                                                              label="no-hierarchy")),
             "raw-trajectories": lambda: Condition("raw-trajectories", config, lambda: RawTrajectoryMemory(raw))}
+    if skills_library is not None:
+        make["skills"] = lambda: Condition("skills", config, frozen(llm, skills_library, top_k, retrieval_delta))
+        conditions = [*conditions, "skills"]
     frames, episodes, memories = [], {}, {}
     for name in conditions:
         c = make[name]()
