@@ -61,12 +61,21 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, **dump_kw) -> Path:
 def write_json_if_changed(path: str | os.PathLike, obj: Any, **dump_kw) -> bool:
     """`atomic_write_json`, skipped when the file already holds exactly these bytes: a replay that derives
     the same file from the records writes nothing, so it also runs over read-only records. Written?"""
+    return write_bytes_if_changed(path, (json.dumps(obj, **dump_kw) + "\n").encode("utf-8"))
+
+
+def write_bytes_if_changed(path: str | os.PathLike, data: bytes) -> bool:
+    """`atomic_write_bytes`, skipped when the file already holds exactly these bytes. Written?"""
     path = Path(path)
-    data = (json.dumps(obj, **dump_kw) + "\n").encode("utf-8")
     if path.is_file() and path.read_bytes() == data:
         return False
     atomic_write_bytes(path, data)
     return True
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """gzip with no file name and no time in it: the bytes depend on `data` only (committed records)."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
 
 
 def read_json(path: str | os.PathLike, what: str = "file") -> Any:
@@ -124,14 +133,10 @@ def stored(path: str | os.PathLike, key: Any, compute) -> Any:
             return _decode(saved["value"])
     value = compute()
     data = json.dumps({"key": digest, "value": _encode(value)}).encode("utf-8")
-    atomic_write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0))
+    atomic_write_bytes(path, gzip_bytes(data))
     return _decode(_encode(value))
 
 
 def write_text_if_changed(path: str | os.PathLike, text: str) -> bool:
     """`atomic_write_text`, skipped when the file already holds exactly this text. Written?"""
-    path = Path(path)
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return False
-    atomic_write_text(path, text)
-    return True
+    return write_bytes_if_changed(path, text.encode("utf-8"))

@@ -164,23 +164,27 @@ def train_base(value, root: Path) -> str | None:
     return None
 
 
+def _profiles_with(section: str, root: Path) -> list[str]:
+    """The profiles that have a `section:` (a study's design: `study`, `ceiling`); a broken one has none."""
+    from ..profiles import ProfileError, load_profile, profiles
+
+    def has(name):
+        try:
+            return bool(load_profile(name, root).get(section))
+        except ProfileError:
+            return False
+    return [p for p in profiles(root) if has(p)]
+
+
 def study_profile(value, root: Path) -> str | None:
     """A profile with a `study:` section (chapter 09's design; chapter 10 reads its records)."""
-    from ..profiles import ProfileError, load_profile, profiles
-    names = [p for p in profiles(root) if _has_study(p, root, load_profile, ProfileError)]
+    names = _profiles_with("study", root)
     return None if value in names else f"is not a profile with a study design; valid: {', '.join(names)}"
 
 
 def ceiling_profile(value, root: Path) -> str | None:
     """A profile with a `ceiling:` section (the second study's design, chapter 11)."""
-    from ..profiles import ProfileError, load_profile, profiles
-
-    def has(name):
-        try:
-            return bool(load_profile(name, root).get("ceiling"))
-        except ProfileError:
-            return False
-    names = [p for p in profiles(root) if has(p)]
+    names = _profiles_with("ceiling", root)
     return None if value in names else f"is not a profile with a second-study design; valid: {', '.join(names)}"
 
 
@@ -195,13 +199,6 @@ def skills_folder(value, root: Path) -> str | None:
     except AgentSkillsError as e:
         return str(e)
     return None
-
-
-def _has_study(name: str, root: Path, load_profile, error) -> bool:
-    try:
-        return bool(load_profile(name, root).get("study"))
-    except error:
-        return False
 
 
 # -- the registries the chapters use (imported when a value is checked) ----------------------------------

@@ -57,12 +57,13 @@ def read_vectors(path: str | os.PathLike) -> dict[str, np.ndarray]:
 
 def write_vectors(path: str | os.PathLike, vectors: dict[str, np.ndarray]) -> bool:
     """Write `vectors` as a record file, atomically and only when its content changes; True if written."""
-    from ..io import atomic_write_bytes
+    from ..io import atomic_write_bytes, gzip_bytes
     data = b"".join(bytes.fromhex(k) + np.asarray(vectors[k], dtype="<f4").tobytes() for k in sorted(vectors))
     path = Path(path)
+    # compared uncompressed: another zlib may compress the same vectors to other bytes
     if path.exists() and gzip.decompress(path.read_bytes()) == data:
         return False
-    atomic_write_bytes(path, gzip.compress(data, compresslevel=9, mtime=0))
+    atomic_write_bytes(path, gzip_bytes(data))
     return True
 
 
