@@ -11,6 +11,9 @@
     serving        a serving option (`--serving speculative=ngram`) against the default: the same episodes
                    live from empty caches with each, their elapsed times, and whether the records are
                    identical (`run.compare`); a serving change is kept only if they are
+    sweep          llama.cpp's own prefill and generation rates (`--sweep`) under each thread count and
+                   batch/ubatch size worth trying on this machine, against the default (threads = cores,
+                   llama.cpp's batch sizes), each from a fresh server: the settings issue 35 asked to measure
     speed          episodes per hour, old code against this code (`--speed GAMES`): the next study's subtask
                    conditions (none and self-induced text) on GAMES distinct dev games, each version live
                    from an empty response cache — the old one is the commit `BASELINE` checked out in a git
@@ -265,6 +268,33 @@ def serving_check(backend: str, options: dict, n_games: int) -> dict:
             "identical_records": not diff, "first_differences": diff[:5]}
 
 
+# Thread counts and batch/ubatch sizes to try (`--sweep`): threads 1 and the machine's cores; batch sizes
+# from 64 (the executor's new tokens per step are ~100-150) to llama.cpp's default ubatch of 512.
+SWEEP = ({}, {"threads": 1}, {"batch": 512, "ubatch": 512}, {"batch": 256, "ubatch": 256},
+         {"batch": 128, "ubatch": 128}, {"batch": 64, "ubatch": 64})
+
+
+def sweep_bench(backend: str, trials: int = 3) -> dict:
+    """`--sweep`: llama.cpp's own rates (`laboratory.reference_rates`) under each setting of `SWEEP`,
+    each from a fresh server, and each relative to the default measured in the same run."""
+    from skillbook.book.laboratory import reference_rates
+    from skillbook.llm import stop_all
+    rows = []
+    for options in SWEEP:
+        llm = LLM(backend, None, **options).warm_up()
+        rates = reference_rates(llm, trials=trials)
+        stop_all()
+        rows.append({"options": options, **rates})
+        print(f"{options or 'default'}: prefill {rates['prefill_tok_s']:.1f} tok/s, "
+              f"generation {rates['generation_tok_s']:.1f} tok/s", flush=True)
+    base = rows[0]
+    for r in rows:
+        r["prefill_vs_default"] = r["prefill_tok_s"] / base["prefill_tok_s"]
+        r["generation_vs_default"] = r["generation_tok_s"] / base["generation_tok_s"]
+    import os
+    return {"cores": os.cpu_count(), "trials": trials, "measured": time.strftime("%Y-%m-%d"), "rows": rows}
+
+
 # The code before issue 35's changes (gold paths already a function of the task, so both versions see the
 # same examples): `--speed` compares this code with it.
 BASELINE = "0a9c538"
@@ -373,6 +403,8 @@ def main() -> None:
                     help="only the episode profile, on this many distinct dev games (issue 35)")
     ap.add_argument("--serving", default="", metavar="KEY=VALUE[,…]",
                     help="only the serving check of these server options, e.g. speculative=ngram")
+    ap.add_argument("--sweep", action="store_true",
+                    help="only llama.cpp's own rates under each thread count and batch size (issue 35)")
     ap.add_argument("--speed", type=int, default=0, metavar="GAMES",
                     help="only episodes per hour, old code against this code, on this many dev games")
     ap.add_argument("--speed-part", default="", help=argparse.SUPPRESS)   # one version's half of --speed
@@ -405,6 +437,9 @@ def main() -> None:
               + ("identical" if r["identical_records"] else f"DIFFER: {r['first_differences'][:2]}"))
         return
 
+    if args.sweep:
+        (out / "sweep.json").write_text(json.dumps(sweep_bench(args.backend), indent=1) + "\n")
+        return
     if args.speed:
         if args.speed < 20:
             ap.error(f"--speed needs at least 20 games (the issue's fixed set), got {args.speed}")

@@ -98,7 +98,12 @@ def test_the_laboratory_reads_what_make_bench_measured_and_says_what_it_did_not(
 
     from skillbook.book.laboratory import bench_records
     empty = bench_records(tmp_path)
-    assert all(empty[k] is None for k in ("profile", "serving", "concurrency", "speed"))
+    assert all(empty[k] is None for k in ("profile", "serving", "sweep", "concurrency", "speed"))
+    (tmp_path / "sweep.json").write_text(json.dumps({"cores": 2, "measured": "2026-12-05", "rows": [
+        {"options": {}, "prefill_tok_s": 70.0, "generation_tok_s": 30.0, "prefill_vs_default": 1.0,
+         "generation_vs_default": 1.0},
+        {"options": {"threads": 1}, "prefill_tok_s": 35.0, "generation_tok_s": 20.0,
+         "prefill_vs_default": 0.5, "generation_vs_default": 2 / 3}]}))
     (tmp_path / "serving-role_slots_1.json").write_text(json.dumps(
         {"options": {"role_slots": 1}, "tasks": ["a", "b"], "speedup": 0.84, "identical_records": False}))
     (tmp_path / "serving-speculative_draft.json").write_text(json.dumps(
@@ -116,6 +121,8 @@ def test_the_laboratory_reads_what_make_bench_measured_and_says_what_it_did_not(
     assert r["serving"].loc["role_slots=1", "records identical"] == "no"
     assert r["serving"].loc["speculative=draft", "records identical"] == "not compared"
     assert r["speed"]["episodes"].loc["both", "speed-up"] == 2.0
+    assert r["sweep"]["table"].loc["threads=1", "prefill vs default"] == 0.5
+    assert r["sweep"]["table"].index[0] == "default"
     assert r["speed"]["profile"].loc[("new", "subtask-none", "executor"), "seconds"] == 1.0
     real = bench_records()
     assert real["profile"] is None or {"prefill vs reference", "generation vs reference"} <= set(real["profile"])

@@ -164,7 +164,8 @@ def bench_records(folder=None) -> dict:
 
     `profile` (`--profile`): per condition and role, the live calls of an episode beside llama.cpp's own
     rates (`reference`); `serving` (`--serving`): each serving change tried, its speed against the default
-    and whether the records stayed identical; `concurrency` (the default run): aggregate generation
+    and whether the records stayed identical; `sweep` (`--sweep`): llama.cpp's own rates under each thread
+    count and batch size against the default; `concurrency` (the default run): aggregate generation
     throughput at 2 and 4 requests in flight, and a fixed task set as two concurrent streams against one
     deterministic stream; `speed` (`--speed`): episodes per hour and success of the old and new code on
     the same distinct dev games."""
@@ -173,7 +174,8 @@ def bench_records(folder=None) -> dict:
     from . import project_root
     folder = Path(folder) if folder is not None else project_root() / "runs" / "bench"
     read = lambda name: json.loads((folder / name).read_text()) if (folder / name).exists() else None  # noqa: E731
-    out: dict = {"profile": None, "reference": None, "serving": None, "concurrency": None, "speed": None}
+    out: dict = {"profile": None, "reference": None, "serving": None, "sweep": None, "concurrency": None,
+                 "speed": None}
     if prof := read("profile.json"):
         out["profile"] = pd.DataFrame(prof["table"]).set_index(["condition", "role"])
         out["reference"] = {**prof["reference"], "measured": prof.get("measured", ""), "tasks": prof["tasks"]}
@@ -188,6 +190,13 @@ def bench_records(folder=None) -> dict:
                      "games": len(r["tasks"]), "note": r.get("note", "")})
     if rows:
         out["serving"] = pd.DataFrame(rows).set_index("serving change")
+    if sw := read("sweep.json"):
+        rows = [{"setting": ", ".join(f"{k}={v}" for k, v in r["options"].items()) or "default",
+                 "prefill tok/s": r["prefill_tok_s"], "generation tok/s": r["generation_tok_s"],
+                 "prefill vs default": r["prefill_vs_default"],
+                 "generation vs default": r["generation_vs_default"]} for r in sw["rows"]]
+        out["sweep"] = {"table": pd.DataFrame(rows).set_index("setting"), "cores": sw["cores"],
+                        "measured": sw["measured"]}
     if b := read("bench.json"):
         out["concurrency"] = {"throughput 2 vs 1": b["concurrency_2_vs_1"], "throughput 4 vs 1": b["concurrency_4_vs_1"],
                               "two streams vs deterministic": b.get("streams_2_vs_1")}
