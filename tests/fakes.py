@@ -158,7 +158,7 @@ class FakeModel:
         last = messages[-1]["content"]
         if "break a task into short subtasks" in last:
             return "Subtask: DONE" if "Progress so far: done" in last else "Subtask: finish the task"
-        if "Subtask just worked on" in last:
+        if "Subtask just worked on" in last or "has ended. Write the progress" in last:
             return "Summary: done"
         if "Write ONE reusable skill" in last:
             return ("Description: finish a fake task\nSkill: 1. read the goal 2. act until it is reached "

@@ -129,8 +129,46 @@ def test_prompt_version_v2_shows_the_example_before_the_skills_and_v1_as_recorde
         firsts[version] = first
     assert firsts["v1"].index("look around once") < firsts["v1"].index("EXAMPLE-TEXT")
     assert firsts["v2"].index("EXAMPLE-TEXT") < firsts["v2"].index("look around once")
-    with pytest.raises(ValueError, match="unknown prompt version 'v9'; valid: v1, v2"):
+    with pytest.raises(ValueError, match="unknown prompt version 'v9'; valid: v1, v2, v3"):
         AgentConfig(prompts="v9").validate()
+
+
+def test_prompt_version_v3_summarizes_in_the_executors_conversation_and_acts_without_a_thought(fake_env):
+    """Issue 35, second round: under v3 the summarizer is one more turn of the executor's conversation (so
+    the server has its prefix already) and the executor replies with its action alone; v2 keeps its
+    separate summarizer prompt and the two-line reply."""
+    calls = {}
+    for version in ("v2", "v3"):
+        model = FakeModel()
+        agent = Agent(model, AgentConfig(level="subtask", max_steps=6, n_examples=0, prompts=version))
+        ep = agent.run(FakeWorld(), "fake/count/dev/0")
+        assert ep.success and ep.subtasks[0].summary == "done"
+        calls[version] = model.calls
+    executor, summarizer = [m for m in calls["v3"] if m[0]["role"] == "system"][-1], \
+        next(m for m in calls["v3"] if "has ended" in m[-1]["content"])
+    assert "reply with one line:\nAction: <one action>" in summarizer[0]["content"]
+    assert "Thought" not in summarizer[0]["content"]
+    # the whole executor conversation, its last reply included, then the observation and the question
+    assert summarizer[:len(executor)][:-1] == executor[:-1]
+    assert summarizer[-1]["content"].startswith(executor[-1]["content"])
+    assert summarizer[-1]["content"].endswith('Reply with one line "Summary: <text>".')
+    assert 'The subtask "finish the task" has ended.' in summarizer[-1]["content"]
+    assert any("Subtask just worked on" in m[-1]["content"] for m in calls["v2"])
+    assert not any("has ended" in m[-1]["content"] for m in calls["v2"])
+    assert "at most 12 words" in next(m for m in calls["v2"] if m[0]["role"] == "system")[0]["content"]
+
+
+def test_prompt_versions_form_a_chain(fake_env):
+    """A version holds only what it changes against the one before: v3 reads v2's executor_first."""
+    from skillbook.prompts import at_least, has, load, version_files
+    assert load("skillbook.agent", "executor_first", "v3") == load("skillbook.agent", "executor_first", "v2")
+    assert load("skillbook.agent", "executor_system", "v3") != load("skillbook.agent", "executor_system", "v2")
+    assert set(version_files("skillbook.agent", "v3")) == {"executor_first.txt", "executor_system.txt",
+                                                          "summarizer_turn.txt"}
+    assert version_files("skillbook.agent", "v2") == {"executor_first.txt": load("skillbook.agent",
+                                                                                 "executor_first", "v2")}
+    assert has("skillbook.agent", "summarizer_turn", "v3") and not has("skillbook.agent", "summarizer_turn", "v2")
+    assert at_least("v3", "v2") and not at_least("v1", "v2")
 
 
 def test_records_made_before_prompt_versions_keep_their_fingerprint(fake_env):

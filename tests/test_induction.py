@@ -75,8 +75,25 @@ def test_prompt_version_v1_is_the_recorded_prompt_and_v2_puts_what_every_call_sh
     assert b.startswith(shared) and "Example of a good answer" in shared and "Rules:" in shared
     assert a.split("\n\n")[-1] == v1.split("\n\n")[-1]
     assert a.split("\n\n")[-1].startswith("Answer in exactly this form")
-    with pytest.raises(ValueError, match="valid: v1, v2"):
-        induction_prompt(one, "text", prompts="v3")
+    with pytest.raises(ValueError, match="valid: v1, v2, v3"):
+        induction_prompt(one, "text", prompts="v9")
+
+
+def test_v3_induction_record_keeps_the_coin_at_the_end_of_a_room():
+    """The real case (chapter 11's coin calibration): the gold step before 'take coin' showed the pantry cut
+    at 160 characters, 'You also see a co…', so no induced skill could say where the coin was."""
+    pantry = ("You are in the pantry. In one part of the room you see a folding chair, that has nothing on it. "
+              "There is also a shelf, that has nothing on it. You also see a coin. To the West you see the kitchen.")
+    t = Trajectory("twx/coin/train/3", "coin", "twx", "Find the coin.", "", "task", (0, 2),
+                   [Step("", "move east", pantry, 0.0), Step("", "take coin", "You take the coin.", 1.0)], 1.0, True)
+    v2, v3 = induction_prompt(t, "text", prompts="v2"), induction_prompt(t, "text", prompts="v3")
+    assert "You also see a coin" not in v2 and "You also see a coin. To the West you see the kitchen." in v3
+    assert "You are in the pantry." in v3
+    # everything but the record is the same as v2's (v3 changes no induction file)
+    assert v3.split("The record:")[0] == v2.split("The record:")[0]
+    assert v3.split("\n\n")[-1] == v2.split("\n\n")[-1]
+
+
 
 
 class _Recorder:

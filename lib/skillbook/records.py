@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from .text import cut
+from .text import cut, cut_middle
 
 
 def dependency(prompt_tokens, completion_tokens) -> float:
@@ -151,6 +151,9 @@ class Trajectory:
                    list(ep.steps[span[0]:span[1]]), ep.score, ep.success, sub.summary if sub is not None else "")
 
 
-def render_steps(steps: list[Step], obs_chars: int = 160, mark: str = "") -> str:
-    """The one text form of steps in prompts: '> action' and the observation, indented, one pair per step."""
+def render_steps(steps: list[Step], obs_chars: int = 160, mark: str = "", middle: bool = False) -> str:
+    """The one text form of steps in prompts: '> action' and the observation, indented, one pair per step;
+    observations cut at their end, or in their middle (`text.cut_middle`)."""
+    if middle:
+        return "\n".join(f"> {s.action}\n  {cut_middle(s.observation, obs_chars)}" for s in steps)
     return "\n".join(f"> {s.action}\n  {cut(s.observation, obs_chars, mark)}" for s in steps)

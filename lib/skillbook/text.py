@@ -9,3 +9,14 @@ def cut(text, n: int, mark: str = "…") -> str:
     if len(text) <= n:
         return text
     return text[: n - len(mark)] + mark if mark else text[:n]
+
+
+def cut_middle(text, n: int, head: float = 0.3, mark: str = " … ") -> str:
+    """`text` with its whitespace collapsed, at most `n` characters, cut in the middle: its first
+    `head` share and its end. A TextWorldExpress room description ends with what is new (an object, the
+    exits), which a cut at the end loses."""
+    text = " ".join(str(text).split())
+    if len(text) <= n:
+        return text
+    first = int((n - len(mark)) * head)
+    return text[:first].rstrip() + mark + text[len(text) - (n - len(mark) - first):].lstrip()

@@ -146,9 +146,10 @@ class Agent:
                                 retrieved=[s.id for s in skills], query=query)
             ep.subtasks.append(sub)
             ep.retrieved += sub.retrieved
-            obs = self._execute(env, ep, sub, summary, obs, skills, example, budget)
+            conversation: list[dict] = []
+            obs = self._execute(env, ep, sub, summary, obs, skills, example, budget, conversation)
             sub.end = len(ep.steps)
-            summary = planner.summarize(self, ep, summary, sub)
+            summary = planner.summarize(self, ep, summary, sub, conversation)
             written = self.memory.write(planner.trajectory(ep, sub), context)
             ep.calls += self.memory.pop_calls()
             sub.written = [s.id for s in written]
@@ -161,7 +162,8 @@ class Agent:
 
     # -- executor: ReAct on one (sub)task, append-only conversation ----------------------------------
     def _execute(self, env, ep: Episode, sub: SubTrajectory, summary: str, obs: str, skills, example: str,
-                 budget: int) -> str:
+                 budget: int, messages: list[dict]) -> str:
+        """ReAct on one (sub)task; `messages` (empty on entry) is left holding its conversation."""
         cfg = self.config
         finish_rule = template(self.planner.finish_rule, cfg.prompts).strip()
         subtask = self.planner.header(summary, sub)
@@ -172,8 +174,8 @@ class Agent:
         first = template("executor_first", cfg.prompts).format(
             skills=_block(skill_text), example=_block(example), instruction=ep.instruction, subtask=subtask,
             actions=self._actions_text(env, valid), observation=cut(obs, cfg.obs_chars))
-        messages = [{"role": "system", "content": template("executor_system", cfg.prompts).format(finish_rule=finish_rule).strip()},
-                    {"role": "user", "content": first.strip()}]
+        messages[:] = [{"role": "system", "content": template("executor_system", cfg.prompts).format(finish_rule=finish_rule).strip()},
+                       {"role": "user", "content": first.strip()}]
         shown_actions = set(valid)
         stuck = 0               # consecutive invalid, blocked or repeated actions (and repeated useless macro calls)
         seen = set()            # (action, observation) pairs this (sub)task has already produced

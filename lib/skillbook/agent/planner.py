@@ -9,7 +9,7 @@ The loop (`agent.loop.Agent`) is the same for both: plan → retrieve → execut
 from __future__ import annotations
 
 from ..envs.tasks import task_query
-from ..prompts import load
+from ..prompts import has, load
 from ..records import Episode, SubTrajectory, Trajectory, render_steps
 from ..text import cut
 
@@ -44,7 +44,8 @@ class TaskPlanner:
         """What the executor's first message says about the subtask."""
         return ""
 
-    def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory) -> str:
+    def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory, conversation: list[dict]) -> str:
+        """The running summary after `sub`; `conversation` is the executor's conversation of it."""
         return summary
 
     def trajectory(self, ep: Episode, sub: SubTrajectory) -> Trajectory:
@@ -79,11 +80,24 @@ class SubtaskPlanner(TaskPlanner):
     def header(self, summary: str, sub: SubTrajectory) -> str:
         return f"Progress so far: {summary or 'nothing yet'}\nYour current subtask: {sub.description}\n"
 
-    def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory) -> str:
-        steps = render_steps(ep.steps[sub.start:sub.end], 150, mark="…") or "(no steps)"
-        prompt = template("summarizer", self.config.prompts).format(instruction=ep.instruction, summary=summary or "nothing yet",
-                                               subtask=sub.description, steps=steps)
-        c = agent.call("summarizer", ep, [{"role": "user", "content": prompt}], max_tokens=80)
+    def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory, conversation: list[dict]) -> str:
+        version = self.config.prompts
+        if has("skillbook.agent", "summarizer_turn", version):
+            # One more turn of the executor's conversation (from prompt v3): everything before it is the
+            # prefix the server evaluated for the executor's last step, and the summarizer reads what the
+            # executor read (its first message carries the progress before this subtask).
+            ask = template("summarizer_turn", version).strip().format(subtask=sub.description)
+            messages = [dict(m) for m in conversation]
+            if messages[-1]["role"] == "user":
+                messages[-1]["content"] += "\n\n" + ask
+            else:
+                messages.append({"role": "user", "content": ask})
+        else:
+            steps = render_steps(ep.steps[sub.start:sub.end], 150, mark="…") or "(no steps)"
+            prompt = template("summarizer", version).format(instruction=ep.instruction, summary=summary or "nothing yet",
+                                                   subtask=sub.description, steps=steps)
+            messages = [{"role": "user", "content": prompt}]
+        c = agent.call("summarizer", ep, messages, max_tokens=80)
         sub.summary = field(c.text, "summary") or summary
         return sub.summary
 

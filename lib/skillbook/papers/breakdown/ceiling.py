@@ -373,6 +373,10 @@ CALIBRATION = {
     # 5 and 3 of 21 at 30 steps), with coin in three rooms, at those 30 steps
     "coin3-twc-peck": {"mix": {"coin": COIN_L3, "twc": {}, "peckingorder": {}}, "placebo_game": "sorting",
                        "oracle_games": 10, "max_steps": 30, "chunk": 6},
+    # coin3-twc-peck failed the window too (none 0 of 6): only coin variants put this agent in it. coin-L3
+    # again under prompt version v3 (issue 35's second round: short thoughts, the summarizer as a turn of
+    # the executor's conversation, induction records that keep each observation's tail), on the same games
+    "coin-L3-v3": {"mix": {"coin": COIN_L3}, "placebo_game": "twc", "prompts": "v3"},
 }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ...prompts import check_version, load
+from ...prompts import at_least, check_version, load
 from ...records import Trajectory, render_steps
 from ...skills import sandbox
 from ...skills.record import Skill
@@ -35,11 +35,11 @@ def prompt(name: str, version: str = "v1") -> str:
     return load("skillbook.papers.breakdown", name, version).strip()
 
 
-def render_span(trajectory: Trajectory, max_steps: int = 20, obs_chars: int = 160) -> str:
+def render_span(trajectory: Trajectory, max_steps: int = 20, obs_chars: int = 160, middle: bool = False) -> str:
     lines = [f"Task: {trajectory.instruction}"]
     if trajectory.level == "subtask":
         lines.append(f"Subtask: {trajectory.description}")
-    steps = render_steps(trajectory.steps[-max_steps:], obs_chars)
+    steps = render_steps(trajectory.steps[-max_steps:], obs_chars, middle=middle)
     if steps:
         lines.append(steps)
     outcome = "the task was completed" if trajectory.success else f"score {trajectory.score:.2f}"
@@ -62,7 +62,11 @@ def induction_prompt(trajectory: Trajectory, format: str, prompt_level: str = "L
     # v2: what is the same in every induction call comes first (the instruction, the example, the rules),
     # so that the server's prompt cache keeps it; the record follows, and the answer format stays last,
     # nearest to the answer, where a small model follows it best.
-    return "\n\n".join([head, *guidance, "The record:\n" + render_span(trajectory), answer])
+    # v3: each observation keeps its head and its tail (where a room names what lies in it and its exits;
+    # cut at 160 characters from the start, the records of coin never showed the coin the agent took).
+    record = render_span(trajectory, obs_chars=200, middle=True) if at_least(prompts, "v3") else \
+        render_span(trajectory)
+    return "\n\n".join([head, *guidance, "The record:\n" + record, answer])
 
 
 _DESC = re.compile(r"^\s*[*#\s]*description\s*[*]*\s*:\s*(.+)$", re.I | re.M)
