@@ -299,7 +299,7 @@ def sweep_bench(backend: str, trials: int = 3) -> dict:
 # same examples): `--speed` compares this code with it.
 BASELINE = "0a9c538"
 SPEED_CONDITIONS = ("subtask-none", "subtask-text")
-NEW_PROMPTS = "v2"     # this code runs with the prompt version of the studies registered after issue 35
+NEW_PROMPTS = "v3"     # this code runs with the prompt version of the studies registered after issue 35
 
 
 def speed_part(run_dir: str, backend: str, tasks: list[str], prompts: str = "") -> None:
@@ -328,10 +328,10 @@ def speed_bench(backend: str, n_games: int, out) -> dict:
     import pandas as pd
 
     from skillbook.analysis.stats import exact_mcnemar_p
-    from skillbook.io import cache_dir
-    from skillbook.run import load_condition
     from skillbook.book.laboratory import profile_table, reference_rates
+    from skillbook.io import cache_dir
     from skillbook.llm import stop_all
+    from skillbook.run import load_condition
     tasks = profile_tasks(n_games)
     llm = LLM(backend, ResponseCache()).warm_up()        # the physical reference, then no server of ours
     reference = reference_rates(llm)

@@ -5,12 +5,21 @@ import pytest
 
 from fakes import ScriptedModel
 from skillbook.agent import AgentConfig
-from skillbook.papers.assay.pipeline import (AssaySettings, accept, assay_conditions, merge_clusters, parse_variants,
-                                            restructure, retire_candidates, sign_flips, split_candidates)
 from skillbook.papers.assay import AssayMemory, PerTaskMasking
+from skillbook.papers.assay.pipeline import (
+    AssaySettings,
+    accept,
+    assay_conditions,
+    merge_clusters,
+    parse_variants,
+    restructure,
+    retire_candidates,
+    sign_flips,
+    split_candidates,
+)
+from skillbook.papers.assay.templates import template_skills, with_templates
 from skillbook.skills.library import SkillLibrary
 from skillbook.skills.record import Skill
-from skillbook.papers.assay.templates import template_skills, with_templates
 
 DEV = ["Simon says, 'touch cabbage'. Your task is to do exactly what Simon says.",
        "You are in the kitchen. You see a fridge and a counter. Pick up objects and put them away.",

@@ -19,8 +19,14 @@ from fakes import FakeModel, solve
 from skillbook.agent import AgentConfig
 from skillbook.papers.assay import is_template
 from skillbook.papers.assay.attribution import attribution_matrix
-from skillbook.papers.assay.pipeline import (AssaySettings, DevGate, mask_trials, retire_candidates, run_assay,
-                                            split_candidates)
+from skillbook.papers.assay.pipeline import (
+    AssaySettings,
+    DevGate,
+    mask_trials,
+    retire_candidates,
+    run_assay,
+    split_candidates,
+)
 from skillbook.papers.assay.templates import TEMPLATES
 from skillbook.run import load_episodes
 from skillbook.skills.library import SkillLibrary

@@ -2,8 +2,14 @@
 import numpy as np
 import pytest
 
-from skillbook.papers.assay.attribution import (attribution_matrix, expected_half_width, global_score, heterogeneity,
-                                            sample_masks, variance_bound)
+from skillbook.papers.assay.attribution import (
+    attribution_matrix,
+    expected_half_width,
+    global_score,
+    heterogeneity,
+    sample_masks,
+    variance_bound,
+)
 
 
 def planted(k=400, seed=0):

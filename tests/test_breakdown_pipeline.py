@@ -10,8 +10,17 @@ import pytest
 from fakes import FakeModel, FakeWorld
 from skillbook.agent import Agent, AgentConfig
 from skillbook.memory import PLACEBO_TEXTS
-from skillbook.papers.breakdown import (CONDITIONS, DEFAULT_CONDITIONS, E3_HALVES, InducedMemory, TransferSpec,
-                                        interleave, load_transfer, parse_conditions, run_transfer)
+from skillbook.papers.breakdown import (
+    CONDITIONS,
+    DEFAULT_CONDITIONS,
+    E3_HALVES,
+    InducedMemory,
+    TransferSpec,
+    interleave,
+    load_transfer,
+    parse_conditions,
+    run_transfer,
+)
 from skillbook.papers.breakdown.memory import label_from_episodes, outcome_of, source_outcome
 from skillbook.papers.breakdown.utility import score_library
 from skillbook.skills import Skill

@@ -6,6 +6,7 @@ import importlib.util
 import math
 
 import pytest
+
 from skillbook.profiles import project_root
 from skillbook.records import Call, Episode, Step
 from skillbook.run import RunDir

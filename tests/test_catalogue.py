@@ -1,11 +1,10 @@
 """The gold-path lengths of the task catalogue (chapter 00's difficulty signal), kept in the per-user cache.
 Real case: under load a ScienceWorld JVM hung past its deadline while planning one task, and the whole
 pass was lost because the cache was written only at the end."""
+import importlib
 import json
 
 import pytest
-
-import importlib
 
 from skillbook.envs import SimulatorError, Task
 

@@ -7,7 +7,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from skillbook.book import ProfileError, declared_parameters, execute, load_profile, profiles, project_root, toc_chapters
+from skillbook.book import (
+    ProfileError,
+    declared_parameters,
+    execute,
+    load_profile,
+    profiles,
+    project_root,
+    toc_chapters,
+)
 from skillbook.llm.cache import export_files, read_export
 
 ROOT = project_root()

@@ -22,8 +22,9 @@ def test_wrong_chapter_parameters_fail_before_anything_runs(tmp_path, params, me
 
 def test_a_typo_in_a_profile_override_is_an_error(tmp_path):
     root = tmp_path / "proj"
-    from skillbook.book import project_root
     import shutil
+
+    from skillbook.book import project_root
     shutil.copytree(project_root() / "chapters", root / "chapters")
     shutil.copy(project_root() / "_toc.yml", root / "_toc.yml")
     (root / "profiles").mkdir()

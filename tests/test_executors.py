@@ -13,8 +13,7 @@ from skillbook.agent import AgentConfig
 from skillbook.llm import LLM, ReplayMiss, ResponseCache
 from skillbook.memory import NoMemory
 from skillbook.papers.breakdown import InducedMemory
-from skillbook.run import (Condition, ExecutorError, IncompleteRun, RunDir, load_episodes, parse_executor,
-                           run_condition)
+from skillbook.run import Condition, ExecutorError, IncompleteRun, RunDir, load_episodes, parse_executor, run_condition
 from skillbook.run.distributed import ENV_EXECUTOR, executor_from_env
 
 TASKS = [f"fake/count/dev/{i}" for i in range(4)]
@@ -301,6 +300,7 @@ def test_concurrent_serving_is_what_the_lab_asks_for(tmp_path, monkeypatch):
 def test_ctrl_c_in_the_driver_stops_the_workers_and_keeps_what_finished(tmp_path, fake_env):
     import os
     import signal
+
     from skillbook.run import Interrupted
     llm = FakeModel(deterministic=False)
     seen = []

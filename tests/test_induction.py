@@ -5,8 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from skillbook.papers.breakdown.induction import (PROMPT_LEVELS, InductionError, induction_prompt, parse_code_skill,
-                                                  parse_text_skill)
+from skillbook.papers.breakdown.induction import (
+    PROMPT_LEVELS,
+    InductionError,
+    induction_prompt,
+    parse_code_skill,
+    parse_text_skill,
+)
 from skillbook.records import Step, Trajectory
 
 REPLIES = json.loads((Path(__file__).parent / "data" / "induction_replies.json").read_text())

@@ -4,10 +4,10 @@ timings as llama.cpp's server sends them."""
 import itertools
 
 import pandas as pd
-from fakes import FakeModel, fake_env  # noqa: F401  (fixture)
-from test_breakdown_pipeline import TypedInducer
 
+from fakes import FakeModel, fake_env  # noqa: F401  (fixture)
 from skillbook.book.laboratory import episode_profile, profile_table
+from test_breakdown_pipeline import TypedInducer
 
 _clock = itertools.count(1)
 
@@ -47,6 +47,7 @@ def test_every_call_of_every_condition_is_profiled_with_the_servers_own_timings(
 
 def test_serving_options_reach_the_server_command_and_bad_ones_are_named():
     import pytest
+
     from skillbook.llm.backends import BackendError
     from skillbook.llm.servers import EmbeddedServer
     s = EmbeddedServer.__new__(EmbeddedServer)          # no GGUF needed to build the command

@@ -10,7 +10,7 @@ from skillbook.analysis import Claim, claims_table, paired_difference
 from skillbook.book import normalize_notebook, project_root, slowest_cells
 from skillbook.book.findings import INTERIM, collect_claims, findings_frame, findings_html, tally
 from skillbook.book.lab import FoldedTable, Lab
-from skillbook.book.reading import (claims_anchor, collapse_progress, prepare_for_reading)
+from skillbook.book.reading import claims_anchor, collapse_progress, prepare_for_reading
 
 ROOT = project_root()
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -403,6 +403,7 @@ def test_the_findings_say_how_much_each_chapter_could_detect():
     # Real case (the book after the study): chapter 10's tally put the study's 223-task verdicts and the
     # workshop's 9-task "not resolved" rows in one count; a reader could not see which rows can say anything.
     import pandas as pd
+
     from skillbook.book.findings import by_chapter
     rows = [{"chapter": "04_transfer", "verdict": "not resolved (MDE ±0.73)", "n": 9, "n_clusters": float("nan"),
              "mde": 0.73, "interim": False},
@@ -432,6 +433,7 @@ def test_the_closing_chapter_counts_only_claims_of_the_papers_and_states_their_u
     # its own score — checks of the book's tools, not claims of a paper; and its n column said "223" where
     # the tasks were 16 games.
     import pandas as pd
+
     from skillbook.analysis import Claim, claims_table
     from skillbook.book.findings import by_chapter
     lab = Lab.__new__(Lab)

@@ -1,6 +1,6 @@
 """Trajectory views built from records (no model needed: the episode is a hand-made record)."""
-from skillbook.records import Call, Episode, Step, SubTrajectory
 from skillbook.book.render import episode_html, trajectory_browser
+from skillbook.records import Call, Episode, Step, SubTrajectory
 
 
 def _episode(task_id="twx/coin/dev/0", score=1.0):

@@ -17,8 +17,16 @@ from skillbook.envs import TaskIdError
 from skillbook.llm import LLM
 from skillbook.memory import NoMemory
 from skillbook.papers.breakdown import InducedMemory
-from skillbook.run import (Condition, IncompleteRun, RunDir, RunLocked, independent_streams, load_episodes,
-                           run_condition, run_streams)
+from skillbook.run import (
+    Condition,
+    IncompleteRun,
+    RunDir,
+    RunLocked,
+    independent_streams,
+    load_episodes,
+    run_condition,
+    run_streams,
+)
 from skillbook.skills.library import SkillLibrary
 
 TASKS = [f"fake/count/dev/{i}" for i in range(4)]
@@ -216,6 +224,7 @@ def test_independent_streams_one_task_each():
 
 def test_live_minutes_counts_overlapping_sessions_once():
     import pandas as pd
+
     from skillbook.run import live_minutes
     s = pd.DataFrame({"started": ["2026-01-01T10:00:00", "2026-01-01T10:05:00", "2026-01-01T11:00:00"],
                       "elapsed_s": [600, 600, 5], "episodes_run": [3, 2, 0]})

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+
 from fakes import FakeModel, ScriptedModel
 from skillbook.agent import AgentConfig
 from skillbook.envs import make_env

@@ -3,6 +3,7 @@ model): collect → credit → macros → test conditions, resume, and what the 
 import json
 
 import pytest
+
 from fakes import FakeModel, two_fake_envs  # noqa: F401  (fixture)
 from skillbook.papers.skillc import SkillCSettings, run_skillc
 from skillbook.papers.skillc.credit import judge_id

@@ -7,13 +7,19 @@ from pathlib import Path
 import pytest
 
 from fakes import ScriptedModel
-
 from skillbook.agent.parsing import parse_json
 from skillbook.papers.skillrl import RawTrajectoryMemory, SkillBankMemory
-from skillbook.papers.skillrl.bank import (BankFormatError, bank_from_json, bank_html, bank_to_json, kind,
-                                           render_bank)
-from skillbook.papers.skillrl.pipeline import (StaleRecords, Teacher, check_retrieval, evolution_round, load_bank,
-                                               render_run, sample_failures, triggered)
+from skillbook.papers.skillrl.bank import BankFormatError, bank_from_json, bank_html, bank_to_json, kind, render_bank
+from skillbook.papers.skillrl.pipeline import (
+    StaleRecords,
+    Teacher,
+    check_retrieval,
+    evolution_round,
+    load_bank,
+    render_run,
+    sample_failures,
+    triggered,
+)
 from skillbook.records import Episode, Step
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,16 @@ import pytest
 
 from skillbook.llm import LLM, BackendError, parse_backend
 from skillbook.papers.skillrl.bank import bank_skill
-from skillbook.papers.skillrl.training import (TrainConfig, config_from, missing_extra, policy_id,
-                                               read_jsonl, sft_features, training_data, write_jsonl)
+from skillbook.papers.skillrl.training import (
+    TrainConfig,
+    config_from,
+    missing_extra,
+    policy_id,
+    read_jsonl,
+    sft_features,
+    training_data,
+    write_jsonl,
+)
 from skillbook.skills.library import SkillLibrary
 
 MISSING = missing_extra()
@@ -155,6 +163,7 @@ def test_one_sft_step_and_one_grpo_step_end_to_end(tokenizer, recorded, fake_env
     and reloaded, a rollout generated with it; then GRPO with the step reward in the fake world."""
     import torch
     from peft import PeftModel
+
     from skillbook.papers.skillrl.training import StepReward, generate, grpo, merged, sft
     config = config_from(sft_epochs=1, sft_batch=1, group=8, states_per_step=1, grpo_steps=1, validate_every=1,
                          max_completion_tokens=8, lora_r=4, lora_alpha=8, sft_lr=1e-2, grpo_lr=1e-2)
@@ -230,6 +239,7 @@ def test_step_reward_on_a_real_textworld_express_state():
 def test_merged_gguf_adds_the_lora_delta_and_copies_everything_else(tmp_path):
     import gguf
     from safetensors.numpy import save_file
+
     from skillbook.papers.skillrl.training import lora_deltas, write_merged_gguf
     rng = np.random.default_rng(0)
     src = tmp_path / "base.gguf"

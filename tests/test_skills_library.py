@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from skillbook.skills import Skill
 from skillbook.papers.breakdown.hygiene import add_with_hygiene, delete_cascade
+from skillbook.skills import Skill
 from skillbook.skills.library import SkillLibrary
 
 

@@ -7,11 +7,30 @@ from scipy import stats as st
 from scipy.optimize import brentq
 from scipy.special import gammaln, xlogy
 
-from skillbook.analysis import (bootstrap_ci, bootstrap_difference, budget_curve, cluster_slope, dedupe_episodes,
-                                difficulty_strata, exact_mcnemar_p, halfwidth_paired_binary, holm, mde_from_ci,
-                                mde_paired_binary, mde_paired_binary_connor, mde_paired_t, n_for_halfwidth,
-                                newcombe_paired_ci, paired_difference, power_paired_binary, sign_test_p, spearman_ci,
-                                summarize, verdict, wilson_interval)
+from skillbook.analysis import (
+    bootstrap_ci,
+    bootstrap_difference,
+    budget_curve,
+    cluster_slope,
+    dedupe_episodes,
+    difficulty_strata,
+    exact_mcnemar_p,
+    halfwidth_paired_binary,
+    holm,
+    mde_from_ci,
+    mde_paired_binary,
+    mde_paired_binary_connor,
+    mde_paired_t,
+    n_for_halfwidth,
+    newcombe_paired_ci,
+    paired_difference,
+    power_paired_binary,
+    sign_test_p,
+    spearman_ci,
+    summarize,
+    verdict,
+    wilson_interval,
+)
 
 
 def _frame(a_vals, b_vals, metric="success"):

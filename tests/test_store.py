@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+
 from fakes import FakeModel
 from skillbook.agent import AgentConfig
 from skillbook.memory import NoMemory

@@ -2,7 +2,6 @@
 pre-registered design read from a profile (bad settings named before any model time), n from the planning
 discordance, streams advanced together chunk by chunk and resumed, interim analysis on the tasks every
 stream has, the claims (three primaries, placebo, utility), library growth. Control flow only: seconds."""
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,9 +9,9 @@ import pytest
 import yaml
 
 from fakes import FakeWorld
-from test_breakdown_pipeline import TypedInducer
 from skillbook.papers.breakdown import study
 from skillbook.profiles import ProfileError
+from test_breakdown_pipeline import TypedInducer
 
 
 def write_profile(root, name, spec):
@@ -130,6 +129,7 @@ def test_library_growth_counts_each_skill_once_per_memory_stream(ran):
 def test_findings_name_the_model_that_answered():
     # Real case: the closing paragraph said "with the 1.5B model" whatever backend ran the streams.
     import pandas as pd
+
     from skillbook.papers.breakdown import study
     design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
     claims = pd.DataFrame([{"claim": "subtask-text − subtask-none", "role": "primary", "paper": "+1.9 pp",
@@ -144,6 +144,7 @@ def test_findings_name_the_model_that_answered():
 def test_a_stopped_run_ends_with_its_message_not_a_traceback(tmp_path, monkeypatch, capsys):
     # Real case: `study stop` (SIGINT) left a 12-line traceback ending in Interrupted in study.log.
     import pytest
+
     from skillbook import llm as llm_mod
     from skillbook.papers.breakdown import study
 
@@ -160,6 +161,7 @@ def test_a_stopped_run_ends_with_its_message_not_a_traceback(tmp_path, monkeypat
 def test_findings_say_n_a_for_a_claim_without_an_estimate_and_keep_short_runs_in_minutes():
     # Real case (exercise 09.1, smoke): "utility … : +nan [+nan, +nan], p = nan" and 0.05 h printed as "0.1 hours".
     import pandas as pd
+
     from skillbook.papers.breakdown import study
     design = study.StudyDesign(task_types="twx/twc", n_tasks=2)
     nan = float("nan")
@@ -176,6 +178,7 @@ def test_findings_format_numbers_as_the_claims_table_and_state_the_measured_mde(
     # Real case: the closing paragraph printed "-0.050" (a hyphen, where the claims table prints −0.05) and
     # said "about ten points" whatever the MDE in the table was.
     import pandas as pd
+
     from skillbook.analysis import Claim, claims_table
     from skillbook.papers.breakdown import study
     design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
@@ -193,6 +196,7 @@ def test_findings_format_numbers_as_the_claims_table_and_state_the_measured_mde(
 def test_findings_say_what_one_small_model_on_one_game_cannot_show():
     # Issue 16: "say what a 1.5B model can and cannot show" — in the closing paragraph, interim or final.
     import pandas as pd
+
     from skillbook.analysis import Claim, claims_table
     design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
     result = {"estimate": -0.05, "ci_low": -0.12, "ci_high": 0.02, "p": 0.21, "n": 223, "mde": 0.094}
@@ -220,6 +224,7 @@ def test_findings_count_tasks_from_the_primary_contrasts_not_the_utility_rows():
     # Real case (chapter 09, interim): "5 streams over the same 25 test tasks (interim: 25 of 223)" at 13
     # common tasks: the utility claim's n counts episodes (25), not tasks.
     import pandas as pd
+
     from skillbook.analysis import Claim, claims_table
     design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
     pair = {"estimate": -0.23, "ci_low": -0.48, "ci_high": 0.05, "p": 0.25, "n": 13, "mde": 0.54}
@@ -235,6 +240,7 @@ def test_a_utility_that_does_not_vary_is_not_tested_and_the_table_says_why():
     # skill is to its nearest task, so every skill's specificity, and utility, is 0; the claim read
     # "not resolved (MDE n/a)" with an empty note.
     import pandas as pd
+
     from skillbook.analysis import claims_table
     scored = pd.DataFrame({"task_id": [f"t{i % 5}" for i in range(12)], "task_type": "coin",
                            "success": [0, 1] * 6, "specificity": 0.0, "abstractness": 0.995,
@@ -374,6 +380,7 @@ def test_the_frozen_registration_is_the_commit_verbatim():
     # Issue 34: the chapter shows the pre-registration verbatim from its commit (a copy without git history
     # reads the frozen file); checked against git whenever the commit is in the history.
     import subprocess
+
     from skillbook.profiles import project_root
     root = project_root()
     frozen = study.registration_path(root / "runs" / "study").read_text()

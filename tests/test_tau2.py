@@ -3,7 +3,6 @@
 import pytest
 
 from fakes import ScriptedModel
-
 from skillbook.envs import TaskIdError, make_env
 from skillbook.envs.tau2 import DEV_EVERY
 

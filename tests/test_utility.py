@@ -5,8 +5,15 @@ import numpy as np
 import pytest
 
 from skillbook.papers.breakdown.density import bin_of, reuse_frequency, reuse_matrix, transfer_density
-from skillbook.papers.breakdown.utility import (abstractness, bucket_success, specificity, specificity_sampled,
-                                        split_at_median, success_slope, utility)
+from skillbook.papers.breakdown.utility import (
+    abstractness,
+    bucket_success,
+    specificity,
+    specificity_sampled,
+    split_at_median,
+    success_slope,
+    utility,
+)
 from skillbook.records import Episode
 
 
@@ -113,6 +120,7 @@ def test_reuse_matrix_from_records():
 
 def test_split_at_median_keeps_the_median_skill_high():
     import pandas as pd
+
     from skillbook.skills.library import SkillLibrary
     from skillbook.skills.record import Skill
 

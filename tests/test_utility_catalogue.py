@@ -7,9 +7,18 @@ import pandas as pd
 import pytest
 
 from skillbook.papers.breakdown.catalogue import catalogue_task_ids, catalogue_task_types, catalogue_texts, parse_splits
-from skillbook.papers.breakdown.utility import (abstractness, pair_counts, rank_stability, scaling, scaling_summary,
-                                                score_vectors, specificity, specificity_sampled, specificity_vectors,
-                                                task_sets)
+from skillbook.papers.breakdown.utility import (
+    abstractness,
+    pair_counts,
+    rank_stability,
+    scaling,
+    scaling_summary,
+    score_vectors,
+    specificity,
+    specificity_sampled,
+    specificity_vectors,
+    task_sets,
+)
 
 
 def unit(m):

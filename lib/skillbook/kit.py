@@ -86,7 +86,7 @@ def fetch_wheels(dest: Path, requirements: list[str], python: str = sys.executab
 
 def fetch(kit: Path, root: Path, pins: list[str], wheels: bool = True, say=print) -> dict:
     """Everything a participant needs, into `kit` (see the module docstring)."""
-    from skillbook.book import ASSETS_DIR, assets      # the project is installed where a kit is made
+    from skillbook.book import ASSETS_DIR, assets  # the project is installed where a kit is made
     from skillbook.io import cache_dir
     kit = Path(kit).resolve()
     kit.mkdir(parents=True, exist_ok=True)

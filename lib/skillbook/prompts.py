@@ -7,9 +7,8 @@ v1 … version that has it (`prompts/` is v1). No version's files change once re
 records keep replaying (a changed prompt is a new request: a replay would miss its cached answer)."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
-
 
 # v1: the prompts of chapters 01-09's records. v2 (issue 35, for the studies registered after it): what is
 # the same in every call comes first and what changes last, so the server's prompt cache keeps the shared
@@ -59,7 +58,7 @@ def has(package: str, name: str, version: str) -> bool:
         resources.files(package).joinpath("prompts", f"{name}.txt").is_file()
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(package: str, name: str, version: str = "v1") -> str:
     """The text of `<package>/prompts/<name>.txt`, exactly as written (callers strip where they need to);
     under another version, `prompts/<version>/<name>.txt` where that version changes it."""

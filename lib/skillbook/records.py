@@ -116,7 +116,7 @@ class Episode:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Episode":
+    def from_dict(cls, d: dict) -> Episode:
         d = dict(d)
         d["calls"] = [Call(**c) for c in d.get("calls", [])]
         d["steps"] = [Step(**{**s, "call": Call(**s["call"]) if s.get("call") else None}) for s in d.get("steps", [])]
@@ -144,7 +144,7 @@ class Trajectory:
     summary: str = ""
 
     @classmethod
-    def of(cls, ep: Episode, sub: SubTrajectory | None = None, level: str = "task") -> "Trajectory":
+    def of(cls, ep: Episode, sub: SubTrajectory | None = None, level: str = "task") -> Trajectory:
         span = (sub.start, sub.end) if sub is not None else (0, len(ep.steps))
         return cls(ep.task_id, ep.task_type, ep.env, ep.instruction,
                    sub.description if sub is not None else ep.instruction, level, span,

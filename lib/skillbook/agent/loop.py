@@ -23,11 +23,11 @@ from ..envs import make_env
 from ..envs.base import Env, EnvError, Task
 from ..llm import LLM, Completion, LLMError
 from ..memory import MemoryPolicy, NoMemory
+from ..prompts import check_version
 from ..records import Call, Episode, Step, SubTrajectory
 from ..skills.sandbox import JailStartError
 from ..text import cut
 from .parsing import match_action, normalize, parse_reply, suggestions
-from ..prompts import check_version
 from .planner import PLANNERS, template
 
 LEVELS = tuple(PLANNERS)
@@ -58,7 +58,7 @@ class AgentConfig:
     obs_chars: int = 700           # observations are cut to this many characters
     prompts: str = "v1"            # prompt version (skillbook.prompts.PROMPT_VERSIONS): v2 for new studies
 
-    def validate(self) -> "AgentConfig":
+    def validate(self) -> AgentConfig:
         check_version(self.prompts)
         if self.level not in LEVELS:
             raise ValueError(f"unknown agent level {self.level!r}; valid: {', '.join(LEVELS)}")

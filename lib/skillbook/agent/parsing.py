@@ -18,8 +18,8 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 FINISH_WORDS = ("finish", "finished", "done", "subtask done", "task done", "task complete", "subtask complete",
                 "complete", "stop")

@@ -37,7 +37,6 @@ import pandas as pd
 from scipy import stats as _st
 from scipy.optimize import brentq
 
-
 # ---------------------------------------------------------------------------------------------------------
 # small helpers
 

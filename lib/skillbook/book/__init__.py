@@ -25,7 +25,6 @@ from pathlib import Path
 
 import yaml
 
-
 from ..io import atomic_write_text
 from ..profiles import ProfileError, load_profile, profiles, project_root  # noqa: F401 (re-exported)
 from .lab import Lab  # noqa: F401 (chapters import it from here)

@@ -17,7 +17,6 @@ import skillbook
 from ..envs import make_env
 from ..io import atomic_write_json, atomic_write_text
 
-
 SERVING = ("deterministic", "concurrent")
 ENV_SERVING = "SKILLBOOK_SERVING"
 
@@ -42,7 +41,7 @@ class FoldedTable(pd.DataFrame):
     def _constructor(self):
         return pd.DataFrame          # anything derived from it is a plain frame
 
-    def fold(self, summary: str) -> "FoldedTable":
+    def fold(self, summary: str) -> FoldedTable:
         self.summary = summary
         return self
 

@@ -14,8 +14,9 @@ value is valid, else what is wrong with it, naming the valid choices.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 Domain = Callable[[Any, Path], "str | None"]
 

@@ -192,8 +192,9 @@ def rerun(chapter: str, source: str = "workshop", into: str = "mine", sets: dict
           live: bool = False, root: Path | None = None, say=print) -> Path:
     """Re-execute `chapter` of profile `source` with `sets` into runs/<into>/ (see the module docstring).
     Returns the executed notebook; raises ReplayNeedsModel when the change needs the model and not `live`."""
-    from . import execution_plan, execute, toc_chapters
     from papermill.exceptions import PapermillExecutionError
+
+    from . import execute, execution_plan, toc_chapters
 
     root = root or project_root()
     sets = dict(sets or {})

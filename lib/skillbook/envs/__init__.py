@@ -6,9 +6,17 @@ from .catalogue import catalogue, difficulty_key, gold_lengths, split_table, wit
 from .jvm import JAVA_MISSING, require_java
 from .pool import EnvPool
 from .scienceworld import ScienceWorld
+from .tasks import (
+    TASK_TEXTS,
+    parse_task_types,
+    require_splits,
+    sample_tasks,
+    task_frame,
+    task_query,
+    task_text,
+    task_texts,
+)
 from .tau2 import Tau2Bench
-from .tasks import (TASK_TEXTS, parse_task_types, require_splits, sample_tasks, task_frame, task_query, task_text,
-                    task_texts)
 from .textworld_express import TextWorldExpress
 from .units import unit_counts, unit_name, units
 

@@ -35,7 +35,7 @@ class EnvPool:
         for env in envs:
             env.close()
 
-    def __enter__(self) -> "EnvPool":
+    def __enter__(self) -> EnvPool:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,6 +1,5 @@
 """Language models: backend strings, the embedded llama.cpp server, the response cache."""
-from .backends import (DEFAULT_BACKEND, EMBEDDED_MODELS, BackendError, BackendSpec, backend_fingerprint,
-                       parse_backend)
+from .backends import DEFAULT_BACKEND, EMBEDDED_MODELS, BackendError, BackendSpec, backend_fingerprint, parse_backend
 from .cache import CacheCorruptError, CacheError, CacheFormatError, ReplayMiss, ResponseCache, cache_key
 from .client import LLM, Completion, LLMError, get_llm
 from .servers import ServerError, stop_all

@@ -212,7 +212,7 @@ class LLM:
                                                        timeout=self.timeout, max_retries=0)
             return self._fleet_clients[i]
 
-    def warm_up(self) -> "LLM":
+    def warm_up(self) -> LLM:
         """Start (or connect to) the server now rather than at the first call."""
         if self.fleet is None:
             self._connect()

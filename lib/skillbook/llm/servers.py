@@ -15,8 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .backends import BackendError, BackendSpec
 from ..io import cache_dir
+from .backends import BackendError, BackendSpec
 from .modelfiles import gguf_path
 
 

@@ -40,8 +40,9 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..llm.cache import ResponseCache
 from .episode import attempt_episode, settings_of
@@ -103,7 +104,7 @@ class RayExecutor:
                                     "`ray start --address <head>:6379` on the other nodes)") from e
         return ray
 
-    def start(self, make_agent: Callable, env_options: dict | None, n: int, cache) -> "RayPool":
+    def start(self, make_agent: Callable, env_options: dict | None, n: int, cache) -> RayPool:
         return RayPool(self, make_agent, env_options, n, cache)
 
 

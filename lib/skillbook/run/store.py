@@ -94,7 +94,7 @@ class RunDir:
         self._write_lock = threading.Lock()
 
     # -- the lock --------------------------------------------------------------------------------------
-    def lock(self) -> "RunDir":
+    def lock(self) -> RunDir:
         """Hold the directory's lock (fcntl); a second process gets RunLocked naming the holder."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -125,7 +125,7 @@ class RunDir:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def __enter__(self) -> "RunDir":
+    def __enter__(self) -> RunDir:
         return self.lock()
 
     def __exit__(self, *exc) -> None:

@@ -75,7 +75,7 @@ class SkillLibrary:
     def log(self, event: str, **details) -> None:
         self.events.append({"event": event, **details})
 
-    def filtered(self, where) -> "SkillLibrary":
+    def filtered(self, where) -> SkillLibrary:
         """A new library holding the skills for which `where(skill)` is true (copies of the records)."""
         lib = SkillLibrary(self._embedder)
         for s in self.skills.values():
@@ -145,7 +145,7 @@ class SkillLibrary:
         return {"format": LIBRARY_FORMAT, "counter": self._counter,
                 "skills": [s.to_dict() for s in self.skills.values()], "events": self.events}
 
-    def load_state(self, state: dict, where: str = "skill library") -> "SkillLibrary":
+    def load_state(self, state: dict, where: str = "skill library") -> SkillLibrary:
         if state and state.get("format") != LIBRARY_FORMAT:
             raise ValueError(f"{where}: unknown skill library format {state.get('format')!r}")
         skills = [Skill.from_dict(d) for d in (state or {}).get("skills", [])]
@@ -164,5 +164,5 @@ class SkillLibrary:
         return atomic_write_json(path, self.state(), indent=1)
 
     @classmethod
-    def load(cls, path: str | Path, embedder: Embedder | None = None) -> "SkillLibrary":
+    def load(cls, path: str | Path, embedder: Embedder | None = None) -> SkillLibrary:
         return cls(embedder).load_state(read_json(path, "skill library"), where=str(path))

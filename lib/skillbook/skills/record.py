@@ -25,7 +25,7 @@ class Skill:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Skill":
+    def from_dict(cls, d: dict) -> Skill:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown or "id" not in d:

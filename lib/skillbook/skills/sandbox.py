@@ -397,7 +397,7 @@ if os.path.exists("/etc") or os.path.exists("/proc") or os.getuid() != 65534:
 """
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe(bwrap: str, python: str) -> _Jail:
     """Check once per (bwrap, interpreter) that a jailed Python starts, is jailed and answers (failures are
     not cached)."""

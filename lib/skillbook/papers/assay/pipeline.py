@@ -62,7 +62,7 @@ class AssaySettings:
     k: int = 5                     # retrieval top-k among the visible skills (templates always shown)
     threshold: float = 0.3         # retrieval threshold
 
-    def validate(self) -> "AssaySettings":
+    def validate(self) -> AssaySettings:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r}; valid: {', '.join(OUTCOMES)}")
         if not isinstance(self.K, int) or self.K < 2:

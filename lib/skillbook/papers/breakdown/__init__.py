@@ -17,9 +17,23 @@ skills, retrieval by description, skill utility (specificity × abstractness) an
     study.py      calibration of the study's benchmarks (command line)
 """
 from .memory import InducedMemory
-from .pipeline import (CONDITIONS, DEFAULT_CONDITIONS, E3_HALVES, RetrievingRun, Transfer, TransferSpec, condition, frozen,
-                       imported_library, interleave, library_of, load_transfer, parse_conditions, run_transfer,
-                       transfer_library)
+from .pipeline import (
+                       CONDITIONS,
+                       DEFAULT_CONDITIONS,
+                       E3_HALVES,
+                       RetrievingRun,
+                       Transfer,
+                       TransferSpec,
+                       condition,
+                       frozen,
+                       imported_library,
+                       interleave,
+                       library_of,
+                       load_transfer,
+                       parse_conditions,
+                       run_transfer,
+                       transfer_library,
+)
 
 __all__ = ["InducedMemory", "CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RetrievingRun", "Transfer", "TransferSpec",
            "condition", "frozen", "imported_library", "interleave", "library_of", "load_transfer", "parse_conditions", "run_transfer",

@@ -92,7 +92,7 @@ class CeilingDesign:
             raise ValueError(f"unknown condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
 
     @classmethod
-    def from_profile(cls, profile: str, root: Path | None = None) -> "CeilingDesign":
+    def from_profile(cls, profile: str, root: Path | None = None) -> CeilingDesign:
         from ...profiles import ProfileError, load_profile
         spec = load_profile(profile, root).get("ceiling")
         if not isinstance(spec, dict):

@@ -18,7 +18,7 @@ identities by `identities(library)`.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...skills import sandbox
 from ...skills.library import SkillLibrary

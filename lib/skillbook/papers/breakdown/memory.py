@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from ...llm.backends import backend_fingerprint
 from ...memory import MemoryPolicy, content_hash
-from ...records import Trajectory
 from ...prompts import check_version, version_files
+from ...records import Trajectory
 from ...skills.library import SkillLibrary
 from ...skills.record import FORMATS, Skill
 from .hygiene import add_with_hygiene, code_name, definitions

@@ -26,8 +26,17 @@ from ...agent import AgentConfig
 from ...envs import sample_tasks
 from ...io import read_json, write_json_if_changed
 from ...memory import NoMemory, PlaceboMemory, content_hash
-from ...run import (Condition, Result, final_memory, frame, live_minutes, load_condition, run_condition,
-                   run_conditions, run_sessions)
+from ...run import (
+    Condition,
+    Result,
+    final_memory,
+    frame,
+    live_minutes,
+    load_condition,
+    run_condition,
+    run_conditions,
+    run_sessions,
+)
 from ...skills.library import SkillLibrary
 from .hygiene import identities
 from .induction import PROMPT_LEVELS
@@ -140,7 +149,7 @@ class TransferSpec:
         return {k: v for k, v in self.__dict__.items() if k != "skills_folder" or v}
 
 
-def run_transfer(root: str | Path, llm, spec: TransferSpec, workers: int = 1) -> "Transfer":
+def run_transfer(root: str | Path, llm, spec: TransferSpec, workers: int = 1) -> Transfer:
     """Run (or resume) every condition on the stream in `<root>/transfer/<condition>/`; save the spec."""
     run_dir = Path(root) / RECORDS
     conditions = [condition(c, llm, spec.agent, spec.prompt_level, spec.k, spec.threshold, spec.skills_folder)
@@ -292,7 +301,7 @@ class Transfer:
         return out
 
     # -- every run that retrieved skills, once -----------------------------------------------------------
-    def skill_runs(self, scores: pd.DataFrame) -> list["RetrievingRun"]:
+    def skill_runs(self, scores: pd.DataFrame) -> list[RetrievingRun]:
         """Every recorded run whose agent retrieved skills of this experiment: the memory streams, the
         prompt ablation's streams, and the frozen-library runs of E.2, E.3 and E.4 (`scores` rebuilds
         E.4's halves). Each with the library its skills are scored from and what it could retrieve."""
@@ -315,7 +324,7 @@ class Transfer:
                     out.append(RetrievingRun(f"e4/{level}-{half}", e4[f"{level}-{half}"], f"{level}-text", _content(lib)))
         return out
 
-    def retrieval_episodes(self, scores: pd.DataFrame) -> tuple[list[tuple["RetrievingRun", object]], int]:
+    def retrieval_episodes(self, scores: pd.DataFrame) -> tuple[list[tuple[RetrievingRun, object]], int]:
         """(run, episode) for every episode of `skill_runs`, each distinct episode once, and how many
         repeats were dropped. Two records are one episode when task, agent configuration and what the
         agent could retrieve (a frozen library's content, or the stream) are the same: e.g. E.2's

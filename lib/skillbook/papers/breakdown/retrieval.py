@@ -65,8 +65,9 @@ def threshold_sweep(library: SkillLibrary, queries: list[str], thresholds=(0.1, 
 
 def query_explorer(libraries: dict[str, SkillLibrary], queries: list[str], k: int = 5, threshold: float = 0.3):
     """A widget: pick a recorded query (works in the static book) or type one (needs a live kernel)."""
-    import ipywidgets as widgets
     from html import escape
+
+    import ipywidgets as widgets
 
     def table(lib: SkillLibrary, query: str) -> str:
         hits = lib.search(query, k=k, threshold=0.0)

@@ -130,7 +130,7 @@ class StudyDesign:
     alpha: float = 0.05
 
     @classmethod
-    def from_profile(cls, profile: str, root: Path | None = None) -> "StudyDesign":
+    def from_profile(cls, profile: str, root: Path | None = None) -> StudyDesign:
         from ...profiles import ProfileError, load_profile
         spec = load_profile(profile, root).get("study")
         if not isinstance(spec, dict):
@@ -753,8 +753,8 @@ def sittings_text(df: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ...profiles import ProfileError, load_profile, project_root
     from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
+    from ...profiles import ProfileError, load_profile, project_root
     ap = argparse.ArgumentParser(prog="python -m skillbook.papers.breakdown.study", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -388,8 +388,9 @@ def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: 
     utility; `sims[condition]`: that condition's skills × tasks cosine matrix in the row order of `scores`;
     `uses`: rows with condition, skill_id, run, task_id, position, success.
     """
-    import ipywidgets as widgets
     from html import escape
+
+    import ipywidgets as widgets
 
     def page(row, c) -> str:
         order = np.argsort(-c)

@@ -10,8 +10,17 @@ credited steps made into macro skills.
     memory.py     CreditMemory: macros retrieved by description, usage statistics, retirement
     pipeline.py   collect → credit → macros → test conditions
 """
-from .credit import (ABLATIONS, Candidate, candidates, closed_loop_credit, judge_credit, judge_prompt, replay_ablation,
-                     replay_credit, replay_score)
+from .credit import (
+                     ABLATIONS,
+                     Candidate,
+                     candidates,
+                     closed_loop_credit,
+                     judge_credit,
+                     judge_prompt,
+                     replay_ablation,
+                     replay_credit,
+                     replay_score,
+)
 from .gold import GoldSettings, GoldStudy, agreement, calibration, gold_study, gold_tasks
 from .macros import Macro, parse_macro
 from .memory import CreditMemory

@@ -53,7 +53,7 @@ class Candidate:
         return f"{self.kind}:{','.join(map(str, self.indices))}"
 
     @classmethod
-    def parse(cls, label: str) -> "Candidate":
+    def parse(cls, label: str) -> Candidate:
         kind, _, rest = label.partition(":")
         return cls(kind, tuple(int(i) for i in rest.split(",") if i))
 

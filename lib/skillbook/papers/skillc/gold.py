@@ -30,12 +30,28 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ...analysis import bootstrap_ci, spearman_ci
-from ...envs import (EnvPool, canonical_options, parse_task_id, parse_task_types,
-                     repeatable_gold_actions, simulator_revisions)
+from ...envs import (
+    EnvPool,
+    canonical_options,
+    parse_task_id,
+    parse_task_types,
+    repeatable_gold_actions,
+    simulator_revisions,
+)
 from ...llm.backends import backend_fingerprint
 from ...run import RunDir
-from .credit import (ABLATIONS, NEUTRAL, Candidate, closed_loop_credit, judge_credit, judge_id, replay,
-                     replay_ablation, spread, window_candidates)
+from .credit import (
+    ABLATIONS,
+    NEUTRAL,
+    Candidate,
+    closed_loop_credit,
+    judge_credit,
+    judge_id,
+    replay,
+    replay_ablation,
+    spread,
+    window_candidates,
+)
 
 FILES = ("trajectories", "replays", "judge", "closed")
 

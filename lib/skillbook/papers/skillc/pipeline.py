@@ -21,7 +21,6 @@ from .credit import KINDS, candidates, judge_credit, judge_id, replay, replay_ab
 from .macros import add_macro, macro_skill, make_macro
 from .memory import CreditMemory
 
-
 # which credit makes macros: the judge's (the paper) or replay's (ground truth); the book's pre-flight
 # checks chapter 08's `credit_source` against it (`book.parameters`)
 CREDIT_SOURCES = ("judge", "replay")
@@ -42,7 +41,7 @@ class SkillCSettings:
     threshold: float = 0.3
     rerank: bool = False
 
-    def validate(self) -> "SkillCSettings":
+    def validate(self) -> SkillCSettings:
         if self.credit_source not in CREDIT_SOURCES:
             raise ValueError(f"unknown credit source {self.credit_source!r}; "
                              f"valid: {', '.join(CREDIT_SOURCES)}")

@@ -11,8 +11,17 @@ evolves recursively from validation failures.
 """
 from .bank import bank_from_json, bank_html, bank_to_json, kind, render_bank
 from .memory import RawTrajectoryMemory, SkillBankMemory
-from .pipeline import (CONDITIONS, SkillRLRun, StaleRecords, Teacher, citations, distil, evolution_round,
-                       prompt_footprint, run_skillrl)
+from .pipeline import (
+                       CONDITIONS,
+                       SkillRLRun,
+                       StaleRecords,
+                       Teacher,
+                       citations,
+                       distil,
+                       evolution_round,
+                       prompt_footprint,
+                       run_skillrl,
+)
 
 __all__ = ["bank_from_json", "bank_html", "bank_to_json", "kind", "render_bank", "RawTrajectoryMemory",
            "SkillBankMemory", "CONDITIONS", "SkillRLRun", "StaleRecords", "Teacher", "citations", "distil",

@@ -137,7 +137,7 @@ class TrainConfig:
     threads: int = 0                    # torch threads (0: torch's default)
     use_vllm: bool = False              # GRPO samples its G replies with vLLM (a CUDA GPU and the `gpu` extra)
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         for name in ("lora_r", "lora_alpha", "sft_epochs", "sft_batch", "sft_max_tokens", "group",
                      "states_per_step", "grpo_steps", "validate_every", "max_completion_tokens",
                      "max_prompt_tokens"):
