@@ -69,11 +69,11 @@ TABLES_JS = """
 })).filter(t => t.visible && t.over > 2)
 """
 MIN_FIGURE_SCALE = 0.62
-FIGURES_JS = """
-() => Array.from(document.querySelectorAll('div.cell_output img')).map((im, i) => ({
+FIGURES_JS = f"""
+() => Array.from(document.querySelectorAll('div.cell_output img')).map((im, i) => ({{
   index: i, natural: im.naturalWidth, shown: im.clientWidth, scale: im.clientWidth / im.naturalWidth
-})).filter(im => im.natural > 0 && im.shown > 0 && im.scale < %s)
-""" % MIN_FIGURE_SCALE
+}})).filter(im => im.natural > 0 && im.shown > 0 && im.scale < {MIN_FIGURE_SCALE})
+"""
 # Sentences a page once kept after what they described had changed (issue 37's review): none may return.
 STALE = ("carries no verdict until every stream reaches its pre-registered size",
          "Not executed in this profile yet", "not executed yet")

@@ -145,7 +145,7 @@ class FakeModel:
     def chat(self, messages, *, temperature=0.0, max_tokens=256, seed=None, stop=None, top_p=None,
              role="") -> Completion:
         with self._lock:
-            self.calls.append(messages)
+            self.calls.append([dict(m) for m in messages])    # as sent: the loop extends its lists later
         text = self.reply(messages)
         if self.fail_on and self.fail_on in messages[-1]["content"]:
             from skillbook.llm import LLMError
@@ -158,6 +158,8 @@ class FakeModel:
         last = messages[-1]["content"]
         if "break a task into short subtasks" in last:
             return "Subtask: DONE" if "Progress so far: done" in last else "Subtask: finish the task"
+        if "Decide the next subtask of the whole task" in last:       # prompt v3: a turn after the summary
+            return "Subtask: DONE" if messages[-2]["content"] == "Summary: done" else "Subtask: finish the task"
         if "Subtask just worked on" in last or "has ended. Write the progress" in last:
             return "Summary: done"
         if "Write ONE reusable skill" in last:

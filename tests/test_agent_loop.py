@@ -133,29 +133,39 @@ def test_prompt_version_v2_shows_the_example_before_the_skills_and_v1_as_recorde
         AgentConfig(prompts="v9").validate()
 
 
-def test_prompt_version_v3_summarizes_in_the_executors_conversation_and_acts_without_a_thought(fake_env):
-    """Issue 35, second round: under v3 the summarizer is one more turn of the executor's conversation (so
-    the server has its prefix already) and the executor replies with its action alone; v2 keeps its
-    separate summarizer prompt and the two-line reply."""
+def test_prompt_version_v3_summarizes_and_plans_in_the_executors_conversation_and_acts_without_a_thought(
+        fake_env):
+    """Issue 35, second round: under v3 the summarizer, then the next planner, are more turns of the
+    executor's conversation (so the server has its prefix already) and the executor replies with its action
+    alone; v2 keeps its separate summarizer and planner prompts and the two-line reply."""
     calls = {}
     for version in ("v2", "v3"):
         model = FakeModel()
-        agent = Agent(model, AgentConfig(level="subtask", max_steps=6, n_examples=0, prompts=version))
-        ep = agent.run(FakeWorld(), "fake/count/dev/0")
-        assert ep.success and ep.subtasks[0].summary == "done"
+        # one step per subtask, so that a second planner call follows the first summary
+        agent = Agent(model, AgentConfig(level="subtask", max_steps=6, max_subtask_steps=1, n_examples=0,
+                                         prompts=version))
+        ep = agent.run(FakeWorld(), "fake/count/dev/2")
+        assert ep.subtasks[0].summary == "done" and ep.stop_reason == "planner_done"
         calls[version] = model.calls
-    executor, summarizer = [m for m in calls["v3"] if m[0]["role"] == "system"][-1], \
-        next(m for m in calls["v3"] if "has ended" in m[-1]["content"])
+    summarizer = next(m for m in calls["v3"] if "has ended" in m[-1]["content"])
+    executor = [m for m in calls["v3"][:calls["v3"].index(summarizer)] if m[0]["role"] == "system"][-1]
     assert "reply with one line:\nAction: <one action>" in summarizer[0]["content"]
     assert "Thought" not in summarizer[0]["content"]
     # the whole executor conversation, its last reply included, then the observation and the question
-    assert summarizer[:len(executor)][:-1] == executor[:-1]
-    assert summarizer[-1]["content"].startswith(executor[-1]["content"])
+    assert summarizer[:len(executor)] == executor and summarizer[len(executor)]["role"] == "assistant"
+    assert summarizer[-1]["content"].startswith("Observation: The counter shows 1.\n\nThe subtask")
     assert summarizer[-1]["content"].endswith('Reply with one line "Summary: <text>".')
     assert 'The subtask "finish the task" has ended.' in summarizer[-1]["content"]
     assert any("Subtask just worked on" in m[-1]["content"] for m in calls["v2"])
     assert not any("has ended" in m[-1]["content"] for m in calls["v2"])
     assert "at most 12 words" in next(m for m in calls["v2"] if m[0]["role"] == "system")[0]["content"]
+    # the planner after the first subtask: one more turn of the conversation the summary closed
+    planner = next(m for m in calls["v3"] if "Decide the next subtask" in m[-1]["content"])
+    assert planner[:len(summarizer)] == summarizer and planner[len(summarizer)]["content"] == "Summary: done"
+    assert len(planner) == len(summarizer) + 2
+    first_plan = next(m for m in calls["v3"] if "break a task into short subtasks" in m[-1]["content"])
+    assert len(first_plan) == 1                      # the first subtask's planner has no conversation yet
+    assert sum("break a task" in m[-1]["content"] for m in calls["v2"]) == 2   # v2: a separate prompt each time
 
 
 def test_prompt_versions_form_a_chain(fake_env):
@@ -164,7 +174,7 @@ def test_prompt_versions_form_a_chain(fake_env):
     assert load("skillbook.agent", "executor_first", "v3") == load("skillbook.agent", "executor_first", "v2")
     assert load("skillbook.agent", "executor_system", "v3") != load("skillbook.agent", "executor_system", "v2")
     assert set(version_files("skillbook.agent", "v3")) == {"executor_first.txt", "executor_system.txt",
-                                                          "summarizer_turn.txt"}
+                                                          "summarizer_turn.txt", "planner_turn.txt"}
     assert version_files("skillbook.agent", "v2") == {"executor_first.txt": load("skillbook.agent",
                                                                                  "executor_first", "v2")}
     assert has("skillbook.agent", "summarizer_turn", "v3") and not has("skillbook.agent", "summarizer_turn", "v2")

@@ -40,8 +40,8 @@ def test_code_skills_are_scripts_and_names_follow_the_format():
 
 
 def test_a_code_skill_keeps_its_function_under_scripts(tmp_path):
-    code = Skill("open_door", "Open a door by name.", "def open_door(env, name):\n    return env.step(f'open {name}')\n",
-                 format="code")
+    code = Skill("open_door", "Open a door by name.",
+                 "def open_door(env, name):\n    return env.step(f'open {name}')\n", format="code")
     export_skills([code], tmp_path / "lib")
     assert (tmp_path / "lib" / "open-a-door-by-name" / "scripts" / "open_a_door_by_name.py").read_text() == code.body
     assert import_skills(tmp_path / "lib")[0].to_dict() == code.to_dict()
@@ -125,7 +125,8 @@ def test_a_folder_of_agent_skills_runs_as_a_memory_condition_and_replays(fake_en
                             split="dev", n_tasks=1, seed=0, backend="fake:scripted", skills_folder=folder)
     llm = FakeModel()
     t = run_transfer(tmp_path / "run", llm, spec(str(tmp_path / "mine")))
-    shown = [m["content"] for messages in llm.calls for m in messages if "Say add one until the counter" in m["content"]]
+    shown = [m["content"] for messages in llm.calls for m in messages
+             if "Say add one until the counter" in m["content"]]
     assert shown, "the imported skill never reached a prompt"
     assert [s.id for s in t.libraries["subtask-skills"]] == ["count-to-the-goal"]
     n = len(llm.calls)

@@ -134,14 +134,15 @@ def test_steps_without_candidates_run_no_gate():
     lib = library()
     C = np.zeros((4, 3))
     gate = GateStub({"original": 0.5})
-    new, log = restructure(lib, attribution(C) | {"global": np.full(4, 0.5)}, DEV, ScriptedModel(then=SPLIT_REPLY), gate,
-                           AssaySettings(tau_split=1.0, tau_retire=0.05, tau_merge=0.99))
+    new, log = restructure(lib, attribution(C) | {"global": np.full(4, 0.5)}, DEV, ScriptedModel(then=SPLIT_REPLY),
+                           gate, AssaySettings(tau_split=1.0, tau_retire=0.05, tau_merge=0.99))
     assert list(log["note"]) == ["no candidates"] * 3 and [a for a, _ in gate.asked] == ["original"]
     assert len(new) == len(lib)
 
 
 def test_split_replies_are_parsed_or_refused():
-    good = parse_variants('```json\n[{"description": "When A", "body": "x"}, {"description": "When B", "body": "y"}]\n```')
+    good = parse_variants('```json\n[{"description": "When A", "body": "x"}, '
+                          '{"description": "When B", "body": "y"}]\n```')
     assert [v["description"] for v in good] == ["When A", "When B"]
     assert parse_variants("no json here") is None
     assert parse_variants('[{"description": "only one", "body": "x"}]') is None

@@ -111,7 +111,8 @@ def test_run_assay_end_to_end_on_the_fake_world(tmp_path, fake_env, fake_templat
     # the tested libraries are kept whole, so they can be read and exported (issue 39)
     from skillbook.libraries import libraries_in
     kept = libraries_in(tmp_path / "libraries")
-    assert [s.id for s in kept["upstream"]] == ids and [s.id for s in kept["restructured"]] == [s.id for s in r.restructured]
+    assert ([s.id for s in kept["upstream"]] == ids
+            and [s.id for s in kept["restructured"]] == [s.id for s in r.restructured])
     # 2. masks over every skill, templates too; each trial ran with exactly its mask; C from those outcomes
     a = r.attribution
     assert a["skill_ids"] == ids and a["masks"].shape == (8, len(ids))
@@ -133,7 +134,8 @@ def test_run_assay_end_to_end_on_the_fake_world(tmp_path, fake_env, fake_templat
     assert log.loc["split", "changed"] == [by_marker["ZAPCOUNT"]] == split_candidates(ids, a["heterogeneity"],
                                                                                      settings)
     assert any(is_template(i) and h >= settings.tau_split for i, h in zip(ids, a["heterogeneity"]))  # by chance
-    assert log.loc["split", "accepted"] and (log.loc["split", "rate_before"], log.loc["split", "rate_after"]) == (0, 0.5)
+    assert (log.loc["split", "accepted"]
+            and (log.loc["split", "rate_before"], log.loc["split", "rate_after"]) == (0, 0.5))
     assert log.loc["retire", "changed"] == [i for i in retire_candidates(ids, a["global"], settings)
                                             if i != by_marker["ZAPCOUNT"]] or log.loc["retire", "note"]
     new = {s.id for s in r.restructured}

@@ -163,8 +163,8 @@ def _by(rows, chapter):
 
 def test_episodes_per_chapter_follow_the_parameters():
     rows, calls = cap.paper_episodes(_params(), SIZES)
-    total = lambda ch, level=None: sum(r["episodes"] for r in rows if r["chapter"] == ch
-                                       and level in (None, r["level"]))
+    def total(ch, level=None):
+        return sum(r["episodes"] for r in rows if r["chapter"] == ch and level in (None, r["level"]))
     # 01: 2 coin + 2 boil tasks, both agents
     assert total("01", "task") == total("01", "subtask") == 4
     # 02: the same 4 tasks under 3 conditions per level

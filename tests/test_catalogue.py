@@ -8,7 +8,8 @@ import pytest
 
 from skillbook.envs import SimulatorError, Task
 
-catalogue = importlib.import_module("skillbook.envs.catalogue")   # the module (the package exports a function of that name)
+# the module (the package exports a function of that name)
+catalogue = importlib.import_module("skillbook.envs.catalogue")
 
 
 class Planner:

@@ -139,4 +139,5 @@ def test_every_profile_key_is_a_parameter_of_some_chapter():
         assert not unknown, f"profiles/{name}.yml sets parameters no chapter declares: {sorted(unknown)}"
         for chapter, scoped in (params.get("chapters") or {}).items():
             assert chapter in by_chapter, f"profiles/{name}.yml has a section for unknown chapter {chapter!r}"
-            assert not set(scoped) - by_chapter[chapter], f"profiles/{name}.yml: {chapter} does not declare {sorted(set(scoped) - by_chapter[chapter])}"
+            assert not set(scoped) - by_chapter[chapter], (f"profiles/{name}.yml: {chapter} does not declare "
+                                                           f"{sorted(set(scoped) - by_chapter[chapter])}")

@@ -95,7 +95,8 @@ def test_a_timed_out_call_is_killed_and_cannot_touch_the_adapter(fake):
     env.step("a")  # the first call on a JVM gets the launch deadline; later ones the call deadline
     proc, old = env.handles[0].proc, env._sim
     t = time.perf_counter()
-    with pytest.raises(SimulatorError, match=r"fake: step\('slow'\) on fake/t/dev/0 failed: .*within 0.3 s \(hung\)") as e:
+    with pytest.raises(SimulatorError,
+                       match=r"fake: step\('slow'\) on fake/t/dev/0 failed: .*within 0.3 s \(hung\)") as e:
         env.step("slow")
     assert time.perf_counter() - t < 3  # 0.3 s, then killing the process
     assert e.value.infrastructure and isinstance(e.value, EnvError)
@@ -117,7 +118,8 @@ def test_a_launch_that_hangs_ends_at_its_deadline_and_its_process_is_killed(fake
     env = fake(launch_timeout_s=0.3)
     env.launch_delay = 1.0
     t = time.perf_counter()
-    with pytest.raises(SimulatorError, match=r"fake: starting a JVM for reset on fake/t/dev/0 failed: .*0.3 s \(hung\)"):
+    with pytest.raises(SimulatorError,
+                       match=r"fake: starting a JVM for reset on fake/t/dev/0 failed: .*0.3 s \(hung\)"):
         env.reset(T0)
     assert time.perf_counter() - t < 3
     t = time.monotonic()  # the late launch completes after 1 s; its process must not survive it
@@ -132,7 +134,8 @@ def test_an_exception_in_the_simulator_is_an_env_error_and_replaces_the_jvm(fake
     env = fake()
     env.reset(T0)
     monkeypatch.setattr(_FakeEnv, "_raw_step", lambda self, sim, a: 1 / 0)
-    with pytest.raises(EnvError, match=r"step\('a'\) on fake/t/dev/0 failed: the simulator raised ZeroDivisionError") as e:
+    with pytest.raises(EnvError,
+                       match=r"step\('a'\) on fake/t/dev/0 failed: the simulator raised ZeroDivisionError") as e:
         env.step("a")
     assert not e.value.infrastructure and not isinstance(e.value, SimulatorError)
     assert env.handles[0].proc.returncode is not None and env.current is None

@@ -42,7 +42,7 @@ def test_the_text_a_reader_sees_loses_nothing_to_html():
     # bare, and the browser dropped it as an unknown tag; the introduction named the workshop page and then
     # linked it with {doc}, which prints its title: "Teaching from this book, Teaching from this book".
     import re
-    for chapter, items in ex.load().items():
+    for _chapter, items in ex.load().items():
         for e in items:
             for field in (e.question, e.look_for, e.answer, e.title):
                 prose = re.sub(r"`[^`]*`", "", field)          # inline code shows < and > as they are

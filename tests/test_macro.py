@@ -48,7 +48,8 @@ def test_macro_expands_into_exactly_the_skills_commands(setting):
 
 def test_macro_budget_and_unknown_skills(setting):
     env, gold, agent, ep, sub = setting
-    text, _ = agent._macro(env, ep, sub, parse_reply(f"Action: call obey({gold[0]!r}, {gold[1]!r})"), "", None, budget=2)
+    text, _ = agent._macro(env, ep, sub, parse_reply(f"Action: call obey({gold[0]!r}, {gold[1]!r})"), "", None,
+                           budget=2)
     assert len(ep.steps) == 2 and "stopped: more than 2 commands" in text
     text, _ = agent._macro(env, ep, sub, parse_reply("Action: call fly('x')"), "", None, budget=5)
     assert "no code skill named 'fly'" in text and not ep.steps[-1].valid

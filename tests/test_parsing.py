@@ -7,7 +7,8 @@ VALID = ["open door to kitchen", "go to kitchen", "take cookbook", "read cookboo
          "open fridge", "take purple potato", "look around", "cook purple potato in oven"]
 
 CORPUS = [
-    ("Thought: I need to open the door.\nAction: open door to kitchen", "I need to open the door.", "open door to kitchen"),
+    ("Thought: I need to open the door.\nAction: open door to kitchen", "I need to open the door.",
+     "open door to kitchen"),
     ("Action: open door to kitchen\nObservation: The door is now open.", "", "open door to kitchen"),
     ("open door to kitchen", "", "open door to kitchen"),
     ("> open door to kitchen", "", "open door to kitchen"),
@@ -80,4 +81,5 @@ def test_the_simonsays_reply_that_lost_the_game():
     assert parse_reply("examine avocado\nwiggle your toes").action == "examine avocado"
     p = parse_reply("(End of example.)\nTake olive", is_valid=lambda a: match_action(a, ["take olive"]) is not None)
     assert p.action == "Take olive" and p.thought == "(End of example.)"
-    assert match_action(parse_reply("examine avocado\nwiggle your toes", lambda a: a in valid).action, valid) == "examine avocado"
+    assert match_action(parse_reply("examine avocado\nwiggle your toes", lambda a: a in valid).action,
+                        valid) == "examine avocado"

@@ -5,7 +5,6 @@ import itertools
 
 import pandas as pd
 
-from fakes import FakeModel, fake_env  # noqa: F401  (fixture)
 from skillbook.book.laboratory import episode_profile, profile_table
 from test_breakdown_pipeline import TypedInducer
 

@@ -286,7 +286,8 @@ def test_a_jittered_figure_is_the_same_on_every_execution(tmp_path):
     def figure() -> bytes:
         Lab("x", runs_root=str(tmp_path), backend="openai:http://127.0.0.1:9/v1#m", seed=0)
         fig, ax = plt.subplots()
-        sns.stripplot(data=__import__("pandas").DataFrame({"a": ["u"] * 20 + ["v"] * 20, "y": range(40)}), x="a", y="y", ax=ax)
+        sns.stripplot(data=__import__("pandas").DataFrame({"a": ["u"] * 20 + ["v"] * 20, "y": range(40)}),
+                      x="a", y="y", ax=ax)
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
         plt.close(fig)

@@ -75,7 +75,8 @@ def project(tmp_path, fake_server):
     (tmp_path / "profiles" / "workshop.yml").write_text(
         f'backend: "{fake_server}"\nn_buckets: 2\nchapters:\n  90_tiny:\n    label: "the override"\n')
     (tmp_path / "chapters").mkdir()
-    nb = new_notebook(cells=[new_markdown_cell("# Tiny\n\nWhat this page is about."), new_code_cell(PARAMS, metadata={"tags": ["parameters"]}),
+    nb = new_notebook(cells=[new_markdown_cell("# Tiny\n\nWhat this page is about."),
+                             new_code_cell(PARAMS, metadata={"tags": ["parameters"]}),
                              new_code_cell(BODY), new_code_cell("lab.finish()")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "chapters" / "90_tiny.ipynb")

@@ -57,13 +57,15 @@ def test_a_skill_cannot_delete_the_projects_files(tmp_path):
 
 def test_infinite_loops_are_killed_on_time():
     t0 = time.perf_counter()
-    r = run(["def spin(env):\n    while True:\n        pass\n"], ("spin", []), world()[1], Limits(timeout_s=3, cpu_seconds=1))
+    r = run(["def spin(env):\n    while True:\n        pass\n"], ("spin", []), world()[1],
+            Limits(timeout_s=3, cpu_seconds=1))
     assert not r.ok and time.perf_counter() - t0 < 6
 
 
 def test_a_chatty_skill_is_cut_at_its_command_budget():
     issued, step = world()
-    r = run(["def chatty(env):\n    while True:\n        env.step('look')\n"], ("chatty", []), step, Limits(max_commands=5))
+    r = run(["def chatty(env):\n    while True:\n        env.step('look')\n"], ("chatty", []), step,
+            Limits(max_commands=5))
     assert not r.ok and "more than 5 commands" in r.error and len(issued) == 5
 
 

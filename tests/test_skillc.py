@@ -96,7 +96,8 @@ def test_macro_expansion_issues_exactly_the_templates_commands():
 
 def test_a_macro_is_kept_only_if_it_reproduces_its_window():
     m = Macro("stash", "d", ["obj", "box"], "", ["take {obj}", "open {box}", "put {obj} in {box}"])
-    assert m.binding(["take Red Apple", "open fridge", "put red apple in fridge"]) == {"obj": "red apple", "box": "fridge"}
+    assert (m.binding(["take Red Apple", "open fridge", "put red apple in fridge"])
+            == {"obj": "red apple", "box": "fridge"})
     assert m.binding(["take red apple", "open fridge", "put pear in fridge"]) is None  # one input, two values
     assert m.binding(["take red apple", "open fridge"]) is None                          # a step lost
     invented = Macro("x", "d", ["grape"], "", ["take grape", "replace grape with {grape}"])
@@ -150,7 +151,8 @@ def test_credit_memory_tracks_use_merges_duplicates_and_retires():
     assert add_macro(lib, macro_skill(m1, "m0001", {})) == "added"
     assert add_macro(lib, macro_skill(m2, "m0002", {})) == "merged"
     s = lib.get("m0001")
-    assert len(lib) == 1 and s.extra["credit_history"] == [0.5, 0.9] and s.extra["macro"]["steps"] == ["take {obj}", "look"]
+    assert (len(lib) == 1 and s.extra["credit_history"] == [0.5, 0.9]
+            and s.extra["macro"]["steps"] == ["take {obj}", "look"])
     assert "def stash_item(" in s.body                                       # the kept skill keeps its name
     mem = CreditMemory(lib, k=3, threshold=0.0, retire_window=2)
     assert mem.callable_code("stash_item") == [s.body] and mem.callable_code("nope") is None

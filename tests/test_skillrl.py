@@ -29,19 +29,25 @@ TEXTS = json.loads((Path(__file__).parent / "data" / "twx_test_task_texts.json")
 
 PUBLIC = {  # the public SkillRL layout (memory_data/alfworld/claude_style_skills.json), abridged
     "general_skills": [
-        {"skill_id": "gen_001", "title": "Systematic Exploration", "principle": "Search every likely location once before revisiting.",
+        {"skill_id": "gen_001", "title": "Systematic Exploration",
+         "principle": "Search every likely location once before revisiting.",
          "when_to_apply": "when the target object is not in view"},
-        {"skill_id": "gen_002", "title": "Verify Before Acting", "principle": "Check the object's state before using it.",
+        {"skill_id": "gen_002", "title": "Verify Before Acting",
+         "principle": "Check the object's state before using it.",
          "when_to_apply": "before any state-changing action"}],
     "task_specific_skills": {
-        "pick_and_place": [{"skill_id": "pic_001", "title": "Grab Then Go", "principle": "Take the object first, then go to the receptacle.",
+        "pick_and_place": [{"skill_id": "pic_001", "title": "Grab Then Go",
+                            "principle": "Take the object first, then go to the receptacle.",
                             "when_to_apply": "tasks that move an object to a place"}],
-        "heat": [{"skill_id": "hea_001", "title": "Microwave Heating", "principle": "Use the microwave to heat food items.",
+        "heat": [{"skill_id": "hea_001", "title": "Microwave Heating",
+                  "principle": "Use the microwave to heat food items.",
                   "when_to_apply": "tasks that heat an object"},
-                 {"skill_id": "hea_002", "title": "Close The Door", "principle": "Close the microwave before heating.",
+                 {"skill_id": "hea_002", "title": "Close The Door",
+                  "principle": "Close the microwave before heating.",
                   "when_to_apply": "when heating with an appliance"}]},
     "common_mistakes": [{"mistake_id": "err_001", "description": "Placing the object before heating it",
-                         "why_it_happens": "The goal names the destination first", "how_to_avoid": "Finish the transformation first"}],
+                         "why_it_happens": "The goal names the destination first",
+                         "how_to_avoid": "Finish the transformation first"}],
     "metadata": {"source": "claude", "total_memories_analyzed": 40,
                  "task_distribution": {"heat": {"success": 5, "failure": 3}}},
 }
@@ -96,7 +102,8 @@ def test_failure_sampling_is_stratified_by_severity_and_capped():
     eps += [ep("cool", i, s) for i, s in enumerate([0.2, 0.0])]
     eps += [ep("heat", 99, 1.0, success=True), ep("pick", 0, 0.0)]
     got = sample_failures(eps, ["heat", "cool"], max_analysed=5)
-    assert [(e.task_type, e.score) for e in got] == [("cool", 0.0), ("heat", 0.0), ("cool", 0.2), ("heat", 0.1), ("heat", 0.2)]
+    assert [(e.task_type, e.score) for e in got] == [("cool", 0.0), ("heat", 0.0), ("cool", 0.2), ("heat", 0.1),
+                                                     ("heat", 0.2)]
     assert len(sample_failures(eps, ["heat", "cool"])) == 9                  # fewer failures than the cap
     assert all(e.task_type != "pick" and not e.success for e in sample_failures(eps, ["heat", "cool"], 20))
 

@@ -256,7 +256,8 @@ def test_merged_gguf_adds_the_lora_delta_and_copies_everything_else(tmp_path):
     adapter.mkdir()
     a, b = rng.standard_normal((2, 32)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)
     save_file({"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": a,
-               "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": b}, str(adapter / "adapter_model.safetensors"))
+               "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": b},
+              str(adapter / "adapter_model.safetensors"))
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 2, "lora_alpha": 4, "target_modules": ["q_proj"]}))
     deltas = lora_deltas(adapter)
     np.testing.assert_allclose(deltas["blk.0.attn_q.weight"], 2.0 * b @ a, rtol=1e-6)

@@ -377,7 +377,8 @@ def test_spearman_ci_unclustered_is_unchanged():
     r = spearman_ci(x, y, n_boot=2000)
     assert r["rho"] == r["estimate"] == pytest.approx(st.spearmanr(x, y).statistic)
     assert (r["ci_low"], r["ci_high"]) == pytest.approx(_old_spearman_ci(x, y, n_boot=2000), abs=1e-12)
-    assert 0 < r["ci_low"] < r["rho"] < r["ci_high"] <= 1 and r["p"] < 0.01 and r["n"] == 60 and np.isnan(r["n_clusters"])
+    assert (0 < r["ci_low"] < r["rho"] < r["ci_high"] <= 1 and r["p"] < 0.01 and r["n"] == 60
+            and np.isnan(r["n_clusters"]))
 
 
 def test_spearman_cluster_bootstrap_resamples_whole_groups():

@@ -60,8 +60,9 @@ def test_twx_game_params_as_a_mapping_are_the_benchmark_string():
     assert as_map.game_params == {"twc": "numLocations=1,includeDoors=0"}
     assert as_map._config_tag() == as_text._config_tag()  # records made with either form stay resumable
     from skillbook.envs import canonical_options
+    # the runner's resume check
     assert canonical_options("twx", {"game_params": {"twc": {"numLocations": 1}}, "step_limit": 9}) == \
-        canonical_options("twx", {"game_params": {"twc": "numLocations=1"}, "step_limit": 9})  # the runner's resume check
+        canonical_options("twx", {"game_params": {"twc": "numLocations=1"}, "step_limit": 9})
     assert canonical_options("sciworld", {"simplifications": "easy"}) == {"simplifications": "easy"}
     with pytest.raises(ValueError, match="plain names"):
         TextWorldExpress(game_params={"twc": {"numLocations": "1,includeDoors=1"}})

@@ -58,7 +58,8 @@ def load_profile(name: str, root: Path | None = None, _seen: tuple[str, ...] = (
     if base_name is None:
         return params
     if base_name in (*_seen, name):    # each profile on the chain was checked here before it recursed
-        raise ProfileError(f"profile {name!r}: `extends` goes round in a circle ({' -> '.join((*_seen, name, base_name))})")
+        raise ProfileError(f"profile {name!r}: `extends` goes round in a circle "
+                           f"({' -> '.join((*_seen, name, base_name))})")
     base = load_profile(str(base_name), root, (*_seen, name))
     for section in MERGED_SECTIONS:
         mine, theirs = params.pop(section, None), base.get(section)

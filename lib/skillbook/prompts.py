@@ -15,9 +15,11 @@ from importlib import resources
 # part; text-skill replies end where a seventh step would begin (`papers.breakdown.induction.SIX_STEPS`).
 # v3 (issue 35, second round): the executor replies with its action alone (asked for a thought of at most 5
 # words, the 1.5B model still wrote ~10, as it had under "at most 12": 14-22 output tokens a step against 5
-# without it, at ~40 ms a token), and the summarizer is one more turn of the
-# executor's own conversation (`summarizer_turn`), so its prefix is the one the server has just evaluated
-# and it reads the observations whole (the separate v1 prompt cut them at 150 characters, which hid the
+# without it, at ~40 ms a token); the summarizer, then the next subtask's planner, are more turns of the
+# executor's own conversation (`summarizer_turn`, `planner_turn`), so their prefix is the one the server has
+# just evaluated and the next executor conversation finds its system prompt and example still cached (a
+# separate planner prompt in between evicted them: ~500 tokens evaluated again at every subtask); the
+# summarizer reads the observations whole (the separate v1 prompt cut them at 150 characters, which hid the
 # coin at the end of a room's description); the induction record keeps each observation's head and tail
 # (`text.cut_middle`), where a room's description names what lies there and its exits.
 PROMPT_VERSIONS = ("v1", "v2", "v3")

@@ -129,12 +129,13 @@ class Agent:
         summary = ""
         context = {"task_id": task.id, "task_type": task.task_type, "env": task.env, "level": cfg.level,
                    "position": ep.position, "instruction": ep.instruction, "observation": obs}
+        conversation: list[dict] = []    # the last subtask's: from prompt v3 the summarizer and planner are turns of it
         for k in range(planner.max_subtasks):
             steps_left = cfg.max_steps - len(ep.steps)
             if steps_left <= 0:
                 ep.stop_reason = "step_budget"
                 return context
-            planned = planner.next_subtask(self, ep, summary, obs, steps_left)
+            planned = planner.next_subtask(self, ep, summary, obs, steps_left, conversation)
             if planned is None:
                 ep.stop_reason = "planner_done"
                 return context
@@ -146,7 +147,7 @@ class Agent:
                                 retrieved=[s.id for s in skills], query=query)
             ep.subtasks.append(sub)
             ep.retrieved += sub.retrieved
-            conversation: list[dict] = []
+            conversation = []
             obs = self._execute(env, ep, sub, summary, obs, skills, example, budget, conversation)
             sub.end = len(ep.steps)
             summary = planner.summarize(self, ep, summary, sub, conversation)

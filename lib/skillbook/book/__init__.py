@@ -117,7 +117,8 @@ def slowest_cells(notebook: Path, k: int = 3) -> list[tuple[int, float]]:
 def normalize_notebook(notebook: Path, root: Path) -> None:
     """What makes two executions of the same records differ, taken out of an executed notebook: papermill's
     clock (start and end times, durations), the kernel's timestamps, the random id of its injected-parameters
-    cell, random widget ids (renumbered in order of appearance), and absolute paths (named from the project root). Then the copy is prepared for
+    cell, random widget ids (renumbered in order of appearance), and absolute paths (named from the project \
+root). Then the copy is prepared for
     reading (`reading.prepare_for_reading`: one parameters cell, setup code folded, one line per progress
     bar, an anchor on the claims cell)."""
     import re
@@ -411,8 +412,9 @@ def main(argv: list[str] | None = None) -> None:
     ex.add_argument("--profile", default=CANONICAL_PROFILE)
     ex.add_argument("--chapters", default="", help="comma-separated chapter names (default: all in _toc.yml)")
     ex.add_argument("--executor", default="threads", help="where episodes run: threads (default) or ray")
-    ex.add_argument("--ray-address", default=None, help="the Ray cluster: auto (this machine ran `ray start`), "
-                                                        "ray://<head>:10001, or local (the default) for a new local Ray")
+    ex.add_argument("--ray-address", default=None,
+                    help="the Ray cluster: auto (this machine ran `ray start`), "
+                         "ray://<head>:10001, or local (the default) for a new local Ray")
     ex.add_argument("--actors", type=int, default=None, help="Ray episode workers (default: the profile's workers)")
     ex.add_argument("--episode-timeout", type=float, default=None, metavar="SECONDS",
                     help="an episode running longer is cancelled and recorded as an error (Ray; default 3600)")

@@ -225,7 +225,8 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
     paper = claims["kind"] == "paper"
     resolved = kind.isin(["supported", "contradicted"])
     out = [f"Of the {int(paper.sum())} claims of the four papers that the chapters record, "
-           f"{({0: 'none was', 1: '1 was'}).get(int((resolved & paper).sum()), str(int((resolved & paper).sum())) + ' were')} "
+           f"""{({0: 'none was', 1: '1 was'}).get(int((resolved & paper).sum()),
+                                                  str(int((resolved & paper).sum())) + ' were')} """
            "resolved at the sizes these runs have (\"not resolved\": the test could not tell an effect from "
            "none at that size; it does not say that there is none)."]
     for key, name in PAPERS.items():
@@ -238,7 +239,8 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
         parts.append(", ".join(_verdict_count(k, v) for v in VERDICT_WORDS if (k == v).any()) + ".")
         for v in ("supported", "contradicted"):
             for _, r in mine[k == v].iterrows():
-                parts.append(f"{v.capitalize()}: {r['claim']} ({_estimate(r)}, *{titles.get(r['chapter'], r['chapter'])}*).")
+                parts.append(f"{v.capitalize()}: {r['claim']} ({_estimate(r)}, "
+                             f"*{titles.get(r['chapter'], r['chapter'])}*).")
         if not resolved[mine.index].any():
             primary = mine[mine["role"] == "primary"]
             mde = primary["mde"].where(primary["mde"] < float("inf")).dropna()

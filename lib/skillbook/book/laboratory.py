@@ -198,7 +198,8 @@ def bench_records(folder=None) -> dict:
         out["sweep"] = {"table": pd.DataFrame(rows).set_index("setting"), "cores": sw["cores"],
                         "measured": sw["measured"]}
     if b := read("bench.json"):
-        out["concurrency"] = {"throughput 2 vs 1": b["concurrency_2_vs_1"], "throughput 4 vs 1": b["concurrency_4_vs_1"],
+        out["concurrency"] = {"throughput 2 vs 1": b["concurrency_2_vs_1"],
+                              "throughput 4 vs 1": b["concurrency_4_vs_1"],
                               "two streams vs deterministic": b.get("streams_2_vs_1")}
     if r := read("speed.json"):
         rows = []

@@ -17,7 +17,8 @@ _CSS = ("<style>.sb-traj{font-size:0.85em;line-height:1.35}.sb-traj details{marg
 def _step_html(i: int, s: Step) -> str:
     cls = "act" if s.valid else "act bad"
     thought = f"<div class='th'>{escape(s.thought)}</div>" if s.thought else ""
-    cost = f" <small>({s.call.prompt_tokens}+{s.call.completion_tokens} tok, {s.call.latency_s:.1f} s)</small>" if s.call else ""
+    cost = (f" <small>({s.call.prompt_tokens}+{s.call.completion_tokens} tok, {s.call.latency_s:.1f} s)</small>"
+            if s.call else "")
     return (f"<li>{thought}<span class='{cls}'>&gt; {escape(s.action or '(no action)')}</span>{cost}"
             f"<div class='obs'>{escape(s.observation)}</div><small>score {s.score:.2f}</small></li>")
 
@@ -34,7 +35,8 @@ def episode_html(ep: Episode, open_subtasks: bool = False) -> str:
         steps = "".join(_step_html(i, s) for i, s in enumerate(ep.steps[sub.start:sub.end], sub.start))
         label = ("Subtask " + str(sub.index + 1) + ": " + escape(sub.description)) if ep.agent == "subtask" else "Steps"
         summary = f"<div><b>Summary:</b> {escape(sub.summary)}</div>" if sub.summary else ""
-        skills = f"<div><small>retrieved skills: {', '.join(map(escape, sub.retrieved))}</small></div>" if sub.retrieved else ""
+        skills = (f"<div><small>retrieved skills: {', '.join(map(escape, sub.retrieved))}</small></div>"
+                  if sub.retrieved else "")
         parts.append(f"<details{' open' if open_subtasks else ''}><summary>{label} "
                      f"<small>[{sub.end - sub.start} steps, {escape(sub.stop_reason)}]</small></summary>"
                      f"{skills}<ol start='{sub.start + 1}'>{steps}</ol>{summary}</details>")

@@ -57,8 +57,9 @@ def canonical_options(name: str, options: dict) -> dict:
     return canonical(dict(options)) if canonical else dict(options)
 
 
-__all__ = ["repeatable_gold_actions", "units", "unit_counts", "unit_name", "SPLITS", "Conversational", "EnvPool", "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks",
-           "task_frame", "task_texts", "task_text", "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id", "catalogue",
-           "gold_lengths", "split_table", "with_difficulty", "difficulty_key", "JAVA_MISSING", "require_java", "ScienceWorld",
-           "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options",
+__all__ = ["repeatable_gold_actions", "units", "unit_counts", "unit_name", "SPLITS", "Conversational", "EnvPool",
+           "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks", "task_frame", "task_texts", "task_text",
+           "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id",
+           "catalogue", "gold_lengths", "split_table", "with_difficulty", "difficulty_key", "JAVA_MISSING",
+           "require_java", "ScienceWorld", "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options",
            "simulator_revisions"]

@@ -93,7 +93,8 @@ class Env(Protocol):
     conversational: bool
     gold_depends_on_history: bool   # the gold path of a task changes with what the simulator ran before
     options: dict                   # the constructor options (make_env(name, **options) makes an equal env)
-    TASK_TEXT: str                  # how a task is named for retrieval: "instruction+observation" | "observation+instruction"
+    TASK_TEXT: str                  # how a task is named for retrieval:
+                                    # "instruction+observation" | "observation+instruction"
 
     def task_types(self) -> list[str]: ...
     def tasks(self, split: str, task_types: list[str] | None = None) -> list[Task]: ...

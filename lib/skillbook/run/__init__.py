@@ -17,7 +17,8 @@ from .streams import (
                       validate_streams,
 )
 
-__all__ = ["EXECUTORS", "ExecutorError", "RayExecutor", "parse_executor", "Condition", "Result", "collect", "frame", "load_condition", "run_condition", "run_conditions",
+__all__ = ["EXECUTORS", "ExecutorError", "RayExecutor", "parse_executor",
+           "Condition", "Result", "collect", "frame", "load_condition", "run_condition", "run_conditions",
            "RecordError", "RunDir", "RunLocked", "IncompleteRun", "Interrupted", "episodes_frame", "final_memory",
-           "independent_streams", "live_minutes", "load_episodes", "run_sessions", "run_streams", "sittings", "stage_costs",
-           "validate_streams"]
+           "independent_streams", "live_minutes", "load_episodes", "run_sessions", "run_streams", "sittings",
+           "stage_costs", "validate_streams"]

@@ -431,8 +431,8 @@ def run_distributed(executor, store, todo, recorded, make_agent, probe, env_opti
         for hello in pool.hello(env_options, mode, workers, envs=envs):
             if hello["settings"] != settings:
                 raise ExecutorError(f"the worker on {hello['host']} (pid {hello['pid']}) would record other settings "
-                                    f"({', '.join(settings_diff(settings, hello['settings']))}) than this driver: install "
-                                    "the same commit of skillbook on every node")
+                                    f"({', '.join(settings_diff(settings, hello['settings']))}) than this driver: "
+                                    "install the same commit of skillbook on every node")
     try:
         vet()
         failed = dispatch(pool, store, todo, recorded, cache=cache, retries=retries, serial=serial,

@@ -138,7 +138,8 @@ class RunDir:
             return None
         m = read_json(path, "run manifest")
         if not isinstance(m, dict) or m.get("format") != FORMAT:
-            raise RecordError(f"{path}: not a run manifest of format {FORMAT} (found {m.get('format') if isinstance(m, dict) else m!r})")
+            raise RecordError(f"{path}: not a run manifest of format {FORMAT} "
+                              f"(found {m.get('format') if isinstance(m, dict) else m!r})")
         legacy = m.get("legacy_chunks")
         if legacy is not None and not (isinstance(legacy, dict)
                                        and all(isinstance(v, str) for v in legacy.values())):

@@ -93,7 +93,8 @@ def export_skills(skills: list[Skill], dest: str | os.PathLike, provenance: dict
                         "It was written by a model: run it only in a sandbox.\n")
             else:
                 body = s.body.strip() + "\n"
-            text = f"---\n{_front_matter({'name': name, 'description': description, 'metadata': metadata})}---\n\n{body}"
+            text = (f"---\n{_front_matter({'name': name, 'description': description, 'metadata': metadata})}"
+                    f"---\n\n{body}")
             (folder / "SKILL.md").write_text(text, encoding="utf-8")
             problems = validate(folder)
             if problems:

@@ -190,7 +190,8 @@ def split_skill(llm, skill: Skill, c_row: np.ndarray, dev_texts: list[str], new_
     helped = [dev_texts[i][:200] for i in order[::-1] if c_row[i] > 0][:2] or ["(none)"]
     hurt = [dev_texts[i][:200] for i in order if c_row[i] < 0][:2] or ["(none)"]
     prompt = load("skillbook.papers.assay", "split").strip().format(description=skill.description, body=skill.body,
-                                      helped="\n".join(f"- {h}" for h in helped), hurt="\n".join(f"- {h}" for h in hurt))
+                                      helped="\n".join(f"- {h}" for h in helped),
+                                      hurt="\n".join(f"- {h}" for h in hurt))
     c = llm.chat([{"role": "user", "content": prompt}], max_tokens=400, temperature=0.0)
     variants = parse_variants(c.text)
     if variants is None:
@@ -268,7 +269,8 @@ def restructure(library: SkillLibrary, attribution: dict, dev_texts: list[str], 
             return
         after = gate.pass_rate(candidate, name)
         ok = accept(rate, after)
-        log.append({"step": name, "changed": changed, "rate_before": rate, "rate_after": after, "accepted": ok, "note": note})
+        log.append({"step": name, "changed": changed, "rate_before": rate, "rate_after": after, "accepted": ok,
+                    "note": note})
         if ok:
             current, rate = candidate, after
 
@@ -305,7 +307,8 @@ CONDITIONS = ("none", "full", "global", "restructured", "restructured+masking", 
 DEFAULT_CONDITIONS = CONDITIONS[:5]   # the paper's; full+masking (masking alone) is an extra ablation
 
 
-def masking_for(library: SkillLibrary, attribution: dict, dev_texts: list[str], settings: AssaySettings) -> PerTaskMasking:
+def masking_for(library: SkillLibrary, attribution: dict, dev_texts: list[str],
+                settings: AssaySettings) -> PerTaskMasking:
     """Per-task masking over the library's non-template skills; skills without a C row (e.g. split
     variants) get a NaN row and are kept."""
     rows = {i: r for i, r in zip(attribution["skill_ids"], attribution["C"])}
@@ -330,7 +333,8 @@ def assay_conditions(config: AgentConfig, full: SkillLibrary, restructured: Skil
     make = {"none": lambda: Condition("none", config),
             "full": lambda: assay_condition("full", config, full, settings, label="full"),
             "global": lambda: assay_condition("global", config, full, settings, include=keep, label="global"),
-            "restructured": lambda: assay_condition("restructured", config, restructured, settings, label="restructured"),
+            "restructured": lambda: assay_condition("restructured", config, restructured, settings,
+                                                    label="restructured"),
             "restructured+masking": lambda: assay_condition(
                 "restructured+masking", config, restructured, settings,
                 masking=masking_for(restructured, attribution, dev_texts, settings), label="restructured-masked"),

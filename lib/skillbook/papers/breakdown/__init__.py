@@ -35,6 +35,6 @@ from .pipeline import (
                        transfer_library,
 )
 
-__all__ = ["InducedMemory", "CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RetrievingRun", "Transfer", "TransferSpec",
-           "condition", "frozen", "imported_library", "interleave", "library_of", "load_transfer", "parse_conditions", "run_transfer",
-           "transfer_library"]
+__all__ = ["InducedMemory", "CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RetrievingRun", "Transfer",
+           "TransferSpec", "condition", "frozen", "imported_library", "interleave", "library_of", "load_transfer",
+           "parse_conditions", "run_transfer", "transfer_library"]

@@ -321,7 +321,8 @@ class Transfer:
         for level, halves in self.e4_halves(scores).items():
             for half, lib in halves.items():
                 if lib is not None and f"{level}-{half}" in e4:
-                    out.append(RetrievingRun(f"e4/{level}-{half}", e4[f"{level}-{half}"], f"{level}-text", _content(lib)))
+                    out.append(RetrievingRun(f"e4/{level}-{half}", e4[f"{level}-{half}"], f"{level}-text",
+                                             _content(lib)))
         return out
 
     def retrieval_episodes(self, scores: pd.DataFrame) -> tuple[list[tuple[RetrievingRun, object]], int]:

@@ -42,7 +42,8 @@ def retrieval_events(episodes: dict[str, list], libraries: dict[str, SkillLibrar
                     sim = float(emb.embed(description_at(s, e.position)) @ q) if s else np.nan
                     src = (s.provenance.get("source_task", "") if s else "")
                     rows.append({**base, "rank": rank, "skill_id": sid, "similarity": sim,
-                                 "same_type": ("/".join(src.split("/")[:2]) == "/".join(e.task_id.split("/")[:2])) if s else None,
+                                 "same_type": ("/".join(src.split("/")[:2]) == "/".join(e.task_id.split("/")[:2]))
+                                 if s else None,
                                  "missing": s is None})
     return pd.DataFrame(rows)
 
@@ -71,8 +72,8 @@ def query_explorer(libraries: dict[str, SkillLibrary], queries: list[str], k: in
 
     def table(lib: SkillLibrary, query: str) -> str:
         hits = lib.search(query, k=k, threshold=0.0)
-        rows = "".join(f"<tr style='opacity:{1 if sim >= threshold else 0.45}'><td>{sim:.3f}</td><td>{escape(s.id)}</td>"
-                       f"<td>{escape(s.description)}</td></tr>" for s, sim in hits)
+        rows = "".join(f"<tr style='opacity:{1 if sim >= threshold else 0.45}'><td>{sim:.3f}</td>"
+                       f"<td>{escape(s.id)}</td><td>{escape(s.description)}</td></tr>" for s, sim in hits)
         return (f"<p><b>{escape(query)}</b> <small>(faded: below the threshold {threshold})</small></p>"
                 f"<table><tr><th>cosine</th><th>skill</th><th>description</th></tr>{rows}</table>")
 
@@ -82,7 +83,8 @@ def query_explorer(libraries: dict[str, SkillLibrary], queries: list[str], k: in
     pick = widgets.Dropdown(options=[(q[:90], i) for i, q in enumerate(queries)], description="query",
                             layout=widgets.Layout(width="95%"))
     link = widgets.jslink((pick, "index"), (stack, "selected_index"))
-    typed = widgets.Text(placeholder="type a query (live notebook only) and press Enter", layout=widgets.Layout(width="95%"))
+    typed = widgets.Text(placeholder="type a query (live notebook only) and press Enter",
+                         layout=widgets.Layout(width="95%"))
     out = widgets.HTML()
 
     def on_submit(change):

@@ -98,7 +98,8 @@ def calibration_table(df: pd.DataFrame) -> pd.DataFrame:
         both = wide.dropna()
         rows.append({"setting": setting, "tasks": len(wide),
                      **{f"success {c}": float(wide[c].mean()) for c in wide.columns},
-                     "discordance": float((both["task"] != both["subtask"]).mean()) if len(both.columns) == 2 else np.nan,
+                     "discordance": float((both["task"] != both["subtask"]).mean())
+                     if len(both.columns) == 2 else np.nan,
                      "longest success (steps)": int(g.loc[g.success.astype(bool), "steps"].max())
                      if g.success.any() else np.nan,
                      "seconds per episode": float(g["wall_s"].mean())})
@@ -138,7 +139,8 @@ class StudyDesign:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(spec) - known)
         if unknown:
-            raise ProfileError(f"profile {profile}: unknown study setting(s) {unknown}; valid: {', '.join(sorted(known))}")
+            raise ProfileError(f"profile {profile}: unknown study setting(s) {unknown}; "
+                               f"valid: {', '.join(sorted(known))}")
         d = cls(**{**spec, "conditions": tuple(spec.get("conditions", CONDITIONS))})
         bad = [c for c in d.conditions if c not in CONDITIONS]
         if bad:

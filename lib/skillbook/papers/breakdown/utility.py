@@ -28,7 +28,8 @@ TAU = 0.1
 def _check(skill_task_sims, task_task_sims=None) -> tuple[np.ndarray, np.ndarray | None]:
     c = np.asarray(skill_task_sims, dtype=np.float64)
     if c.ndim not in (1, 2) or c.shape[-1] == 0:
-        raise ValueError(f"skill_task_sims must be a vector of N task similarities (or n_skills × N), got shape {c.shape}")
+        raise ValueError(f"skill_task_sims must be a vector of N task similarities (or n_skills × N), "
+                         f"got shape {c.shape}")
     if task_task_sims is None:
         return c, None
     t = np.asarray(task_task_sims, dtype=np.float64)
@@ -417,7 +418,8 @@ def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: 
         pages.append(widgets.HTML(page(row, sims[row.condition][i])))
     stack = widgets.Stack(pages, selected_index=0 if pages else None)
     pick = widgets.Dropdown(options=[(f"{r.condition} {r.skill_id} (u={r.utility:.2f}): {r.description[:70]}", i)
-                                     for i, r in enumerate(rows)], description="skill", layout=widgets.Layout(width="95%"))
+                                     for i, r in enumerate(rows)],
+                            description="skill", layout=widgets.Layout(width="95%"))
     box = widgets.VBox([pick, stack])
     box.link = widgets.jslink((pick, "index"), (stack, "selected_index"))
     return box

@@ -290,7 +290,8 @@ def agreement(df: pd.DataFrame, x: str, y: str, by: str | None = None, groups: s
     return pd.DataFrame(rows)
 
 
-def calibration(df: pd.DataFrame, x: str, y: str, edges=(-1.0, -0.6, -0.2, 0.2, 0.6, 1.0), seed: int = 0) -> pd.DataFrame:
+def calibration(df: pd.DataFrame, x: str, y: str, edges=(-1.0, -0.6, -0.2, 0.2, 0.6, 1.0),
+                seed: int = 0) -> pd.DataFrame:
     """Mean of y per bin of x (bins closed on the right, the first also on the left): bin, n, x_mean,
     y_mean and its percentile-bootstrap interval. A calibrated judge has y_mean ≈ x_mean in every bin."""
     d = df[[x, y]].dropna()

@@ -90,14 +90,16 @@ def parse_macro(text: str) -> Macro | None:
     if not _IDENT.match(name) or not steps or not desc or not all(_IDENT.match(i) for i in inputs):
         return None
     used = {p for s in steps for p in re.findall(r"\{(\w+)\}", s)}
-    if not used <= set(inputs) or any("{" in re.sub(r"\{\w+\}", "", s) or "}" in re.sub(r"\{\w+\}", "", s) for s in steps):
+    if not used <= set(inputs) or any("{" in re.sub(r"\{\w+\}", "", s) or "}" in re.sub(r"\{\w+\}", "", s)
+                                      for s in steps):
         return None
-    return Macro(name, desc, [i for i in inputs if i in used] or inputs, str(obj.get("preconditions", "")).strip(), steps)
+    return Macro(name, desc, [i for i in inputs if i in used] or inputs, str(obj.get("preconditions", "")).strip(),
+                 steps)
 
 
 def make_macro(llm, instruction: str, actions: list[str]) -> Macro | None:
-    c = llm.chat([{"role": "user", "content": load("skillbook.papers.skillc", "macro").strip().format(instruction=instruction,
-                                                                   steps="\n".join(f"- {a}" for a in actions))}],
+    c = llm.chat([{"role": "user", "content": load("skillbook.papers.skillc", "macro").strip().format(
+                      instruction=instruction, steps="\n".join(f"- {a}" for a in actions))}],
                  temperature=0.0, max_tokens=200)
     return parse_macro(c.text)
 

@@ -59,7 +59,8 @@ class CreditMemory(MemoryPolicy):
             poor = uses >= self.min_uses and s.stats.get("successes", 0) / uses < self.retire_below
             if idle or poor:
                 self.library.remove(s.id)
-                self.retired.append({"skill": s.id, "after_tasks": self.seen_tasks, "reason": "unused" if idle else "low success"})
+                self.retired.append({"skill": s.id, "after_tasks": self.seen_tasks,
+                                     "reason": "unused" if idle else "low success"})
         return []
 
     def settings(self) -> dict:

@@ -110,7 +110,8 @@ def build_library(llm, credits, episodes, settings: SkillCSettings):
     lib = SkillLibrary()
     by_task = {e.task_id: e for e in episodes}
     col = f"{settings.credit_source}_credit"
-    pool = credits[(credits["kind"] == "window") & (credits["actions"].map(len) >= 2) & (credits[col] >= settings.min_credit)]
+    pool = credits[(credits["kind"] == "window") & (credits["actions"].map(len) >= 2)
+                   & (credits[col] >= settings.min_credit)]
     pool = pool.sort_values([col, "task_id", "candidate"], ascending=[False, True, True])
     log = []
     for _, r in pool.iterrows():

@@ -116,7 +116,8 @@ def distil(teacher: Teacher, episodes: list, n_specific: int = 3, n_general: int
                                 category=cat, source=[e.task_id for e in wins]))
     # one success and one failure per category at most, so the prompt stays short enough for a small teacher
     wins = [next(e for e in eps if e.success) for eps in by_cat.values() if any(e.success for e in eps)][:per_prompt]
-    losses = [next(e for e in eps if not e.success) for eps in by_cat.values() if any(not e.success for e in eps)][:per_prompt]
+    losses = [next(e for e in eps if not e.success) for eps in by_cat.values()
+              if any(not e.success for e in eps)][:per_prompt]
     if wins or losses:
         prompt = _t("general").format(
             n=n_general, successes="\n\n".join(render_run(e, 6) for e in wins) or "(none)",
@@ -127,7 +128,8 @@ def distil(teacher: Teacher, episodes: list, n_specific: int = 3, n_general: int
                                 source=[e.task_id for e in wins + losses]))
     n = 0
     for e in [e for e in episodes if not e.success][:max_lessons]:
-        lesson = teacher.ask(_t("lesson").format(trajectory=render_run(e, last_steps)), dict, f"lesson from {e.task_id}")
+        lesson = teacher.ask(_t("lesson").format(trajectory=render_run(e, last_steps)), dict,
+                             f"lesson from {e.task_id}")
         fields = ("failure_point", "wrong_reasoning", "what_should_have_been_done", "general_principle")
         if lesson is None or not all(isinstance(lesson.get(f), str) and lesson[f].strip() for f in fields):
             continue
@@ -178,7 +180,8 @@ def evolution_round(teacher: Teacher, bank: SkillLibrary, episodes, delta: float
     prompt = _t("evolve").format(
         failures="\n\n".join(render_run(e, last_steps, obs_chars) for e in failures[:in_prompt]),
         titles="; ".join(titles) or "(none)", categories=", ".join(cats))
-    proposals = _items(teacher.ask(prompt, list, f"evolution ({', '.join(cats)})"), ("title", "principle", "when_to_apply"))
+    proposals = _items(teacher.ask(prompt, list, f"evolution ({', '.join(cats)})"),
+                       ("title", "principle", "when_to_apply"))
     n = sum(1 for s in bank if s.id.startswith("dyn_"))
     existing = {t.lower() for t in titles if t}
     for v in proposals[:max_new]:

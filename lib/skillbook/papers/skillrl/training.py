@@ -380,8 +380,8 @@ def _common_args(out: Path, config: TrainConfig) -> dict:
     # checkpoints every step: a killed laptop run resumes from its last step (they are not records: the
     # folder is ignored by git and removed when the stage is done)
     return dict(output_dir=str(out / ".checkpoints"), logging_steps=1, save_strategy="steps", save_steps=1,
-                save_total_limit=1, report_to="none", use_cpu=not cuda_available(), bf16=cuda_available(), seed=config.seed,
-                data_seed=config.seed, dataloader_num_workers=0, disable_tqdm=True)
+                save_total_limit=1, report_to="none", use_cpu=not cuda_available(), bf16=cuda_available(),
+                seed=config.seed, data_seed=config.seed, dataloader_num_workers=0, disable_tqdm=True)
 
 
 def save_adapter(model, folder: Path) -> Path:
