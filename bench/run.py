@@ -264,7 +264,8 @@ def serving_check(backend: str, options: dict, n_games: int) -> dict:
             cache.close()
             stop_all()
         diff = compare_records(f"{tmp}/default", f"{tmp}/changed")
-    return {"options": options, "tasks": tasks, "elapsed_s": elapsed, "speedup": elapsed["default"] / elapsed["changed"],
+    return {"options": options, "tasks": tasks, "elapsed_s": elapsed,
+            "speedup": elapsed["default"] / elapsed["changed"],
             "identical_records": not diff, "first_differences": diff[:5]}
 
 
@@ -491,7 +492,7 @@ def main() -> None:
     print(f"{'ratio':45s} {'measured':>10s} {'target':>8s}")
     for name, value, target in rows:
         verdict = "" if target is None else ("  ok" if value >= target else "  BELOW TARGET")
-        print(f"{name:45s} {value:10.2f}× {('≥ %.1f×' % target) if target else '':>8s}{verdict}")
+        print(f"{name:45s} {value:10.2f}× {f'≥ {target:.1f}×' if target else '':>8s}{verdict}")
     print_analysis(results["retrieval"], results["utility_scoring"], results["catalogue_scoring"])
     if not args.skip_agent:
         one = results["agent_one_stream"]

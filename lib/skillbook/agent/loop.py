@@ -175,7 +175,8 @@ class Agent:
         first = template("executor_first", cfg.prompts).format(
             skills=_block(skill_text), example=_block(example), instruction=ep.instruction, subtask=subtask,
             actions=self._actions_text(env, valid), observation=cut(obs, cfg.obs_chars))
-        messages[:] = [{"role": "system", "content": template("executor_system", cfg.prompts).format(finish_rule=finish_rule).strip()},
+        messages[:] = [{"role": "system",
+                        "content": template("executor_system", cfg.prompts).format(finish_rule=finish_rule).strip()},
                        {"role": "user", "content": first.strip()}]
         shown_actions = set(valid)
         stuck = 0               # consecutive invalid, blocked or repeated actions (and repeated useless macro calls)
@@ -299,7 +300,8 @@ class Agent:
                                 + (f" ({result.error})" if result.error else "")), False
         last = result.commands[-1][1]
         text = (f"Observation: skill {name} ran {len(result.commands)} actions"
-                + (f" and stopped: {result.error}" if result.error else "") + f". Last observation: {cut(last, self.config.obs_chars)}")
+                + (f" and stopped: {result.error}" if result.error else "")
+                + f". Last observation: {cut(last, self.config.obs_chars)}")
         return text, result.done
 
     @staticmethod

@@ -109,7 +109,8 @@ class SubtaskPlanner(TaskPlanner):
                 messages.append({"role": "user", "content": ask})
         else:
             steps = render_steps(ep.steps[sub.start:sub.end], 150, mark="…") or "(no steps)"
-            prompt = template("summarizer", version).format(instruction=ep.instruction, summary=summary or "nothing yet",
+            prompt = template("summarizer", version).format(instruction=ep.instruction,
+                                                   summary=summary or "nothing yet",
                                                    subtask=sub.description, steps=steps)
             messages = [{"role": "user", "content": prompt}]
         c = agent.call("summarizer", ep, messages, max_tokens=80)

@@ -166,8 +166,8 @@ def claims_table(claims: list[Claim], alpha: float = 0.05, power: float = 0.8) -
     into games), else its tasks or n.
 
     p_holm is Holm's adjustment across the secondary claims of the same kind that have a p (NaN for
-    primary claims, which are decided on their own p). The verdict rule is in the module docstring. \
-The MDE is the result's
+    primary claims, which are decided on their own p). The verdict rule is in the module docstring.
+    The MDE is the result's
     own `mde` (exact for `paired_difference` on a 0/1 metric) or, when absent, the approximation
     `stats.mde_from_ci` from its 95% interval; its power is `power`.
     """

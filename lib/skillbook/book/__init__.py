@@ -117,8 +117,8 @@ def slowest_cells(notebook: Path, k: int = 3) -> list[tuple[int, float]]:
 def normalize_notebook(notebook: Path, root: Path) -> None:
     """What makes two executions of the same records differ, taken out of an executed notebook: papermill's
     clock (start and end times, durations), the kernel's timestamps, the random id of its injected-parameters
-    cell, random widget ids (renumbered in order of appearance), and absolute paths (named from the project \
-root). Then the copy is prepared for
+    cell, random widget ids (renumbered in order of appearance), and absolute paths (named from the project
+    root). Then the copy is prepared for
     reading (`reading.prepare_for_reading`: one parameters cell, setup code folded, one line per progress
     bar, an anchor on the claims cell)."""
     import re

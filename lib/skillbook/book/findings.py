@@ -224,9 +224,9 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
     kind = _verdict_kind(claims).where(~claims["interim"].astype(bool), "interim")
     paper = claims["kind"] == "paper"
     resolved = kind.isin(["supported", "contradicted"])
-    out = [f"Of the {int(paper.sum())} claims of the four papers that the chapters record, "
-           f"""{({0: 'none was', 1: '1 was'}).get(int((resolved & paper).sum()),
-                                                  str(int((resolved & paper).sum())) + ' were')} """
+    n_resolved = int((resolved & paper).sum())
+    were = {0: "none was", 1: "1 was"}.get(n_resolved, f"{n_resolved} were")
+    out = [f"Of the {int(paper.sum())} claims of the four papers that the chapters record, {were} "
            "resolved at the sizes these runs have (\"not resolved\": the test could not tell an effect from "
            "none at that size; it does not say that there is none)."]
     for key, name in PAPERS.items():

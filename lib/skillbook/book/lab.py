@@ -55,8 +55,8 @@ class Lab:
 
     `root` is the profile's folder of records (`runs/<profile>`, or `runs_root` when a chapter is
     re-executed elsewhere); `run_dir` is this chapter's folder in it. `finish()` appends the response
-    cache's new entries to its text form (responses/NNNNNN.jsonl.gz) beside the records and returns the \
-table every executed chapter ends with.
+    cache's new entries to its text form (responses/NNNNNN.jsonl.gz) beside the records and returns the
+    table every executed chapter ends with.
     A replay (every answer from the cache, no episode run) writes nothing but, the first time, the
     chapter's claims record (`claims`), which is rewritten only when its content changes.
     """

@@ -10,8 +10,8 @@ description cosine above a threshold — but only among the skills the mask lets
   this is a stated design choice): embed the test task; weight the dev tasks by a temperature softmax of
   their cosine to it (optionally only the k nearest); predict skill j's effect as the weighted mean of
   its row of the attribution matrix C (NaN cells left out); suppress skills predicted negative; keep
-  the protected templates whatever their row says (the paper: protection applies to this stage); \
-if fewer than `min_keep` non-template skills survive, fall back to the full library.
+  the protected templates whatever their row says (the paper: protection applies to this stage);
+  if fewer than `min_keep` non-template skills survive, fall back to the full library.
 
 The library never changes while tasks run (Assay restructures it offline, between runs).
 """

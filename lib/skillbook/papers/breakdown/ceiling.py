@@ -284,7 +284,7 @@ def run_ceiling(root: str | Path, llm, design: CeilingDesign, until: int | None 
 def load_ceiling(root: str | Path, plan: Plan) -> pd.DataFrame:
     """One row per recorded episode, `condition` without the stream (self, placebo, …) and `stream`."""
     frames = []
-    for name, cond, ids in plan.runs:
+    for name, _cond, ids in plan.runs:
         d = Path(root) / "streams" / name
         if (d / "run.json").exists():
             f = load_condition(d, name).frame
