@@ -163,6 +163,19 @@ def test_prompt_version_v3_summarizes_and_plans_in_the_executors_conversation_an
     planner = next(m for m in calls["v3"] if "Decide the next subtask" in m[-1]["content"])
     assert planner[:len(summarizer)] == summarizer and planner[len(summarizer)]["content"] == "Summary: done"
     assert len(planner) == len(summarizer) + 2
+    # the world ends a complete coin or fake task itself, so the turn offers no DONE (the first v3
+    # calibration's real case: the turn said DONE after the model's own wrong "the coin has been found")
+    assert "DONE" not in planner[-1]["content"]
+    from skillbook.agent.planner import SubtaskPlanner
+    sent = []
+
+    class Stub:                       # a fake agent (control flow only): records what the planner sends
+        def call(self, role, ep, messages, max_tokens=None):
+            sent.append(messages)
+            return type("C", (), {"text": "Subtask: DONE"})()
+    p = SubtaskPlanner(AgentConfig(level="subtask", prompts="v3"))
+    assert p.next_subtask(Stub(), ep, "done", "", 5, planner[:-1], world_ends=False) is None
+    assert sent[-1][-1]["content"].endswith('If the task is already complete, reply "Subtask: DONE".')
     first_plan = next(m for m in calls["v3"] if "break a task into short subtasks" in m[-1]["content"])
     assert len(first_plan) == 1                      # the first subtask's planner has no conversation yet
     assert sum("break a task" in m[-1]["content"] for m in calls["v2"]) == 2   # v2: a separate prompt each time

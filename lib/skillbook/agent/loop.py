@@ -135,7 +135,8 @@ class Agent:
             if steps_left <= 0:
                 ep.stop_reason = "step_budget"
                 return context
-            planned = planner.next_subtask(self, ep, summary, obs, steps_left, conversation)
+            planned = planner.next_subtask(self, ep, summary, obs, steps_left, conversation,
+                                           world_ends=not env.conversational)
             if planned is None:
                 ep.stop_reason = "planner_done"
                 return context

@@ -31,9 +31,10 @@ class TaskPlanner:
         return 1
 
     def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int,
-                     conversation: list[dict]):
+                     conversation: list[dict], world_ends: bool = True):
         """(description, step budget) of the next subtask, or None when the task is done; `conversation` is
-        the last subtask's conversation, summary turn included (empty before the first)."""
+        the last subtask's conversation, summary turn included (empty before the first); `world_ends`: the
+        environment ends an episode itself when its task is complete (every benchmark but a conversation)."""
         return ep.instruction, steps_left
 
     def query(self, description: str, context: dict) -> str:
@@ -68,7 +69,7 @@ class SubtaskPlanner(TaskPlanner):
         return self.config.max_subtasks
 
     def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int,
-                     conversation: list[dict]):
+                     conversation: list[dict], world_ends: bool = True):
         version = self.config.prompts
         if conversation and has("skillbook.agent", "planner_turn", version):
             # From prompt v3, after the first subtask the planner is one more turn of the conversation that
@@ -76,7 +77,12 @@ class SubtaskPlanner(TaskPlanner):
             # opens with the same system prompt and example, so they stay in the server's cache too (a
             # separate planner prompt between them evicted both). It reads the goal, the summary it just
             # wrote and the observation, as the paper's planner does, with the subtask's turns before them.
-            messages = [*conversation, {"role": "user", "content": template("planner_turn", version).strip()}]
+            # It is not offered DONE where the world ends a complete task itself: there a DONE can only end a
+            # task early (the real case, the first v3 calibration on coin: after its own "Summary: The coin
+            # has been found", the turn said DONE in 23 of 28 episodes, none of them complete).
+            done = "" if world_ends else ' If the task is already complete, reply "Subtask: DONE".'
+            ask = template("planner_turn", version).strip().format(done_rule=done)
+            messages = [*conversation, {"role": "user", "content": ask}]
         else:
             prompt = template("planner", version).format(instruction=ep.instruction, summary=summary or "nothing yet",
                                                          observation=cut(obs, 400))
