@@ -181,6 +181,27 @@ def test_prompt_version_v3_summarizes_and_plans_in_the_executors_conversation_an
     assert sum("break a task" in m[-1]["content"] for m in calls["v2"]) == 2   # v2: a separate prompt each time
 
 
+def test_prompt_version_v3_refers_to_an_observation_the_conversation_already_holds(fake_env):
+    """Issue 35: from v3 an observation shown before word for word is not sent again (the real case: on
+    coin, 'look around' after a move repeated the room's ~110 tokens); the records keep it whole."""
+    def run(version, task, actions):
+        replies = iter(actions)
+        model = FakeModel(policy=lambda obs: next(replies))
+        ep = Agent(model, AgentConfig(max_steps=len(actions), n_examples=0, prompts=version,
+                                      resample_temperature=0)).run(FakeWorld(), task)
+        return ep, [m["content"] for m in model.calls[-1] if m["role"] == "user"][1:]
+
+    ep, sent = run("v3", "fake/fetch/dev/0", ["look around", "take key", "look around", "open door"])
+    assert ep.success and [s.observation for s in ep.steps][2] == "Nothing happens."
+    assert sent == ["Observation: Nothing happens.", "Observation: You take the key.",
+                    "Observation: the same as after 'look around' above."]
+    ep, sent = run("v3", "fake/count/dev/2", ["look around", "look around", "add one"])
+    assert sent[:2] == ["Observation: The counter shows 0. Goal 3.",
+                        "Observation: nothing changed (the same as the last observation)."]
+    ep, sent = run("v2", "fake/fetch/dev/0", ["look around", "take key", "look around", "open door"])
+    assert sent[2] == "Observation: Nothing happens."
+
+
 def test_prompt_versions_form_a_chain(fake_env):
     """A version holds only what it changes against the one before: v3 reads v2's executor_first."""
     from skillbook.prompts import at_least, has, load, version_files
