@@ -356,7 +356,8 @@ def speed_bench(backend: str, n_games: int, out) -> dict:
                 rows.append({"version": name, "condition": cond, "task_id": e.task_id, "success": e.success,
                              "wall_s": e.wall_s, "model_s": sum(c.latency_s for c in e.calls if not c.cached)})
     df = pd.DataFrame(rows)
-    result = {"baseline": BASELINE, "new_prompts": NEW_PROMPTS, "tasks": tasks, "reference": reference,
+    result = {"baseline": BASELINE, "new_prompts": NEW_PROMPTS, "measured": time.strftime("%Y-%m-%d"),
+              "tasks": tasks, "reference": reference,
               "conditions": {}, "profile": {}}
     for name in versions:
         prof = pd.read_csv(root / name / "profile.csv")

@@ -149,3 +149,23 @@ def test_library_health_is_read_per_memory_stream(fake_env, tmp_path):
     assert set(along.stream) <= set(table.index) and (along.k == d.k).all()
     empty, _ = library_health(tmp_path / "nothing", d)
     assert empty.empty
+
+
+def test_start_needs_a_registered_design_and_freezes_it_once(tmp_path, monkeypatch):
+    """`ceiling start` refuses an unregistered design before any model time, and freezes the registration
+    (the profile and chapter 11's design cells, verbatim from the registering commit) beside the records."""
+    import subprocess
+
+    from skillbook.papers.breakdown import ceiling
+    from skillbook.profiles import project_root
+    project = project_root()
+    monkeypatch.setattr(ceiling, "REGISTRATION_COMMIT", "")
+    with pytest.raises(ValueError, match="not registered yet"):
+        ceiling.freeze(project, tmp_path)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setattr(ceiling, "REGISTRATION_COMMIT", head)
+    path = ceiling.freeze(project, tmp_path)
+    text = path.read_text()
+    assert f"`{head[:12]}`" in text and "profiles/ceiling.yml" in text and "# The second study" in text
+    path.write_text("kept")
+    assert ceiling.freeze(project, tmp_path).read_text() == "kept"        # frozen once, never rewritten

@@ -201,18 +201,25 @@ def bench_records(folder=None) -> dict:
         out["concurrency"] = {"throughput 2 vs 1": b["concurrency_2_vs_1"],
                               "throughput 4 vs 1": b["concurrency_4_vs_1"],
                               "two streams vs deterministic": b.get("streams_2_vs_1")}
-    if r := read("speed.json"):
-        rows = []
-        for cond, c in {**r["conditions"], "both": r["both_conditions"]}.items():
-            row = {"condition": cond, "episodes/h old": c["episodes_per_hour"]["old"],
-                   "episodes/h new": c["episodes_per_hour"]["new"], "speed-up": c["speedup"]}
-            if "success" in c:
-                row.update({"games": c["games"], "success old": c["success"]["old"],
-                            "success new": c["success"]["new"], "only old": c["only_old"],
-                            "only new": c["only_new"], "McNemar p": c["mcnemar_p"]})
-            rows.append(row)
-        out["speed"] = {"episodes": pd.DataFrame(rows).set_index("condition"), "baseline": r["baseline"],
-                        "tasks": r["tasks"], "reference": r["reference"],
-                        "profile": pd.concat({v: pd.DataFrame(t).set_index(["condition", "role"])
-                                              for v, t in r["profile"].items()}, names=["version"])}
+    for name, key in (("speed.json", "speed"), ("speed-v2.json", "speed_v2")):
+        if r := read(name):
+            out[key] = _speed(r)
     return out
+
+
+def _speed(r: dict) -> dict:
+    """One `--speed` measurement (old code against new) as tables."""
+    rows = []
+    for cond, c in {**r["conditions"], "both": r["both_conditions"]}.items():
+        row = {"condition": cond, "episodes/h old": c["episodes_per_hour"]["old"],
+               "episodes/h new": c["episodes_per_hour"]["new"], "speed-up": c["speedup"]}
+        if "success" in c:
+            row.update({"games": c["games"], "success old": c["success"]["old"],
+                        "success new": c["success"]["new"], "only old": c["only_old"],
+                        "only new": c["only_new"], "McNemar p": c["mcnemar_p"]})
+        rows.append(row)
+    return {"episodes": pd.DataFrame(rows).set_index("condition"), "baseline": r["baseline"],
+            "prompts": r.get("new_prompts", "v2"), "tasks": r["tasks"], "reference": r["reference"],
+            "measured": r.get("measured", ""),
+            "profile": pd.concat({v: pd.DataFrame(t).set_index(["condition", "role"])
+                                  for v, t in r["profile"].items()}, names=["version"])}

@@ -43,6 +43,14 @@ from ...run import Condition, load_condition, run_condition
 from ...skills.library import SkillLibrary
 from .memory import InducedMemory
 from .oracle import OtherGamePlacebo, gold_library
+from .study import (
+    Registration,
+    background_state,
+    freeze_registration,
+    registration_path,
+    start_background,
+    stop_background,
+)
 
 CONDITIONS = ("none", "self", "oracle", "placebo")
 PRIMARY = (("oracle − none", "none", "oracle"), ("self − none", "none", "self"), ("self − oracle", "oracle", "self"))
@@ -501,6 +509,29 @@ def status(root: str | Path, design: CeilingDesign) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("stream").round({"hours": 2, "recent_s": 1, "eta_hours": 1})
 
 
+# -- the registration ------------------------------------------------------------------------------------------
+# The commit that registered the design: profiles/ceiling.yml and chapter 11's design cells as they stand
+# there ("" until it exists). `start` refuses to run an unregistered design and freezes the registration
+# beside the records (`registration/preregistration.md`) before the first test episode.
+REGISTRATION_COMMIT = ""
+REGISTERED_CELLS = (0, 3, 4, 5)
+
+
+def registration(commit: str = "") -> Registration:
+    return Registration(commit or REGISTRATION_COMMIT, "profiles/ceiling.yml", "chapters/11_ceiling.ipynb",
+                        REGISTERED_CELLS)
+
+
+def freeze(project: str | Path, root: str | Path) -> Path:
+    """The registration, frozen beside the records once (`study.freeze_registration`); an error before it
+    exists."""
+    if not REGISTRATION_COMMIT:
+        raise ValueError("the second study's design is not registered yet (ceiling.REGISTRATION_COMMIT is empty): "
+                         "commit profiles/ceiling.yml and chapter 11's design cells, then name that commit")
+    path = registration_path(root)
+    return path if path.exists() else freeze_registration(project, root, registration())
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
     import sys
@@ -508,7 +539,6 @@ def main(argv: list[str] | None = None) -> None:
     from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
     from ...profiles import ProfileError, load_profile, project_root
     from ...run import Interrupted
-    from .study import background_state, start_background, stop_background
     ap = argparse.ArgumentParser(prog="python -m skillbook.papers.breakdown.ceiling", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -544,6 +574,8 @@ def main(argv: list[str] | None = None) -> None:
         elif args.cmd == "stop":
             stop_background(root, args.wait)
         elif args.cmd == "start":
+            if profile == "ceiling":
+                print(f"registration: {freeze(project, root).relative_to(project)}")
             print(start_background(project, root, "skillbook.papers.breakdown.ceiling", profile, args.until))
         else:
             llm = get_llm(load_profile(profile).get("backend"), ResponseCache.for_run(root / "streams"))
