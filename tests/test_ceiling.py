@@ -169,3 +169,19 @@ def test_start_needs_a_registered_design_and_freezes_it_once(tmp_path, monkeypat
     assert f"`{head[:12]}`" in text and "profiles/ceiling.yml" in text and "# The second study" in text
     path.write_text("kept")
     assert ceiling.freeze(project, tmp_path).read_text() == "kept"        # frozen once, never rewritten
+
+
+def test_version_effect_pairs_two_calibrations_over_the_games_both_played(fake_env, tmp_path):
+    """What an agent-side change did on dev: the same games under two prompt versions, condition by
+    condition (fake world and model: the pairing and the counts, not the effect)."""
+    from skillbook.papers.breakdown.ceiling import version_effect
+    for label, version, games in (("old", "v2", 4), ("new", "v3", 2)):
+        model = FakeModel()
+        model.cache = ResponseCache.for_run(tmp_path / label)
+        d = design(streams=1, games=games, prompts=version, conditions=("none", "self"), split="dev")
+        run_ceiling(tmp_path / "calibration" / label, model, d)
+    t = version_effect(tmp_path, "old", "new")
+    assert list(t.index) == ["none", "self"] and (t["games"] == 2).all()
+    # the fake model plays both versions alike: the same games solved, nothing discordant
+    assert (t["success old"] == t["success new"]).all() and (t["only old"] + t["only new"] == 0).all()
+    assert (t["live s/episode new"] > 0).all()

@@ -435,6 +435,41 @@ def calibration_table(root: str | Path, labels=None, games: int = 20) -> pd.Data
     return pd.DataFrame(rows).set_index("setting") if rows else pd.DataFrame()
 
 
+def live_seconds(episode) -> float:
+    """Model seconds of an episode's live calls (a cached answer keeps the latency of the call that made it,
+    so it is not counted)."""
+    return sum(c.latency_s for c in episode.calls if not c.cached)
+
+
+def version_effect(root: str | Path, old: str, new: str) -> pd.DataFrame:
+    """Two calibrated settings that differ in their prompt version, condition by condition over the DEV
+    games both played: success of each, the games only one solved (exact McNemar p), and live model seconds
+    per episode. What an agent-side change did on dev, before a study registers it."""
+    from ...analysis.stats import exact_mcnemar_p
+    rows = []
+    for cond in ("none", "oracle", "self-1"):
+        runs = {}
+        for label in (old, new):
+            d = Path(root) / "calibration" / label / "streams" / cond
+            if (d / "run.json").exists():
+                runs[label] = {e.task_id: e for e in load_condition(d, cond).episodes}
+        if len(runs) < 2:
+            continue
+        games = [g for g in runs[old] if g in runs[new]]
+        a = [runs[old][g].success for g in games]
+        b = [runs[new][g].success for g in games]
+        only_old = sum(x and not y for x, y in zip(a, b))
+        only_new = sum(y and not x for x, y in zip(a, b))
+        rows.append({"condition": cond.split("-")[0], "games": len(games),
+                     f"success {old}": sum(a) / len(games) if games else float("nan"),
+                     f"success {new}": sum(b) / len(games) if games else float("nan"),
+                     f"only {old}": only_old, f"only {new}": only_new,
+                     "McNemar p": exact_mcnemar_p(only_old, only_new),
+                     f"live s/episode {old}": sum(live_seconds(runs[old][g]) for g in games) / max(1, len(games)),
+                     f"live s/episode {new}": sum(live_seconds(runs[new][g]) for g in games) / max(1, len(games))})
+    return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame()
+
+
 def recorded_design(root: str | Path) -> CeilingDesign | None:
     """The design a run recorded (`<root>/design.json`, written by `run_ceiling`), or None."""
     path = Path(root) / "design.json"
