@@ -43,6 +43,9 @@ def test_bad_task_ids_fail_before_any_model_call(tmp_path):
             run_streams(tmp_path, {"s": ["twx/coin/dev/0", bad]}, make, progress=False)
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         run_streams(tmp_path, {"s": ["twx/coin/dev/0"]}, make, workers=0, progress=False)
+    # the real case mypy found: with retries < 0 no attempt ran and the worker thread died on None.error
+    with pytest.raises(ValueError, match="retries must be a non-negative integer"):
+        run_streams(tmp_path, {"s": ["twx/coin/dev/0"]}, make, retries=-1, progress=False)
     with pytest.raises(ValueError, match="valid: task, subtask"):
         run_streams(tmp_path, {"s": ["twx/coin/dev/0"]}, lambda: Agent(llm, AgentConfig(level="flat")),
                     progress=False)

@@ -87,7 +87,7 @@ class Agent:
         self.config = (config or AgentConfig()).validate()
         self.memory = memory or NoMemory()
         self.planner = PLANNERS[self.config.level](self.config)
-        self.stop = None   # a threading.Event: when set, the episode stops before its next model call
+        self.stop: threading.Event | None = None   # when set, the episode stops before its next model call
 
     # -- the episode ----------------------------------------------------------------------------------
     def run(self, env: Env, task: Task | str, *, stream: str = "", position: int = 0) -> Episode:

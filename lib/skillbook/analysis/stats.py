@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -389,17 +390,17 @@ def paired_difference(df: pd.DataFrame, condition: str, a: str, b: str, metric: 
     wide = wide[[a, b]].astype(float).dropna()
     n = len(wide)
     diff = (wide[b] - wide[a]).to_numpy(dtype=float)
-    out = {"a": a, "b": b, "metric": metric, "n_tasks": n,
-           "mean_a": float(wide[a].mean()) if n else float("nan"),
-           "mean_b": float(wide[b].mean()) if n else float("nan")}
+    out: dict[str, Any] = {"a": a, "b": b, "metric": metric, "n_tasks": n,
+                           "mean_a": float(wide[a].mean()) if n else float("nan"),
+                           "mean_b": float(wide[b].mean()) if n else float("nan")}
     if units is not None:
-        units = pd.Series(units)
-        unknown = [t for t in wide.index if t not in units.index]
+        unit_of = pd.Series(units)
+        unknown = [t for t in wide.index if t not in unit_of.index]
         if unknown:
             raise ValueError(f"units: no unit for {len(unknown)} {key}(s), e.g. {unknown[:3]}")
-        out.update(n_units=int(units.reindex(wide.index).nunique()), unit=unit)
+        out.update(n_units=int(unit_of.reindex(wide.index).nunique()), unit=unit)
         if out["n_units"] < n:
-            out.update(_clustered_difference(wide, a, b, units, unit, ci, alpha, power))
+            out.update(_clustered_difference(wide, a, b, unit_of, unit, ci, alpha, power))
             if _is_binary(wide.to_numpy().ravel()):     # the tasks' 2×2 table, as a description only
                 out.update(zip(("only_a", "only_b", "both", "neither"), _pairs_table(wide, a, b)))
             return out
@@ -550,7 +551,7 @@ def _paired_cells(discordance: float, delta: float, p_a: float) -> tuple[float, 
     cells = (both, only_b, only_a, 1 - both - only_b - only_a)
     if min(cells) < -1e-12:
         raise ValueError(f"no paired table has ψ = {discordance}, δ = {delta}, p_a = {p_a} (cells {cells})")
-    return tuple(max(c, 0.0) for c in cells)
+    return cast(tuple[float, float, float, float], tuple(max(c, 0.0) for c in cells))
 
 
 def halfwidth_paired_binary(n: int, discordance: float, delta: float = 0.0, p_a: float = 0.5, ci: float = 0.95,
@@ -728,8 +729,8 @@ def spearman_ci(x, y, groups=None, n_boot: int = 10_000, ci: float = 0.95, seed:
         codes = np.arange(n)
     n_groups = int(codes.max()) + 1 if n else 0
     nan = float("nan")
-    out = {"rho": nan, "estimate": nan, "ci_low": nan, "ci_high": nan, "p": nan, "mde": nan, "n": n,
-           "n_clusters": n_groups if groups is not None else nan}
+    out: dict[str, Any] = {"rho": nan, "estimate": nan, "ci_low": nan, "ci_high": nan, "p": nan, "mde": nan,
+                           "n": n, "n_clusters": n_groups if groups is not None else nan}
     # Where ρ or its interval is undefined, `note` says why (a claims table shows it next to "MDE n/a").
     if n < 3:
         out["note"] = f"{n} pair{'s' * (n != 1)} with both values: ρ needs at least 3"

@@ -44,7 +44,7 @@ import tempfile
 import threading
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ class ReplayMiss(CacheError):
 class CacheCorruptError(CacheError):
     """The SQLite file is damaged. `ResponseCache.for_run` rebuilds it from the run's exports."""
 
-    def __init__(self, path: str | os.PathLike, reason: str):
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
         self.path, self.reason = str(path), reason
         super().__init__(
             f"response cache {path} is damaged ({reason}). It is a local, uncommitted file: stop the run and "
@@ -83,7 +83,7 @@ class CacheCorruptError(CacheError):
 class CacheFormatError(CacheError, ValueError):
     """A line of an export is malformed or fails its key or digest check; names file and line."""
 
-    def __init__(self, path: str | os.PathLike, line: int | None, problem: str):
+    def __init__(self, path: str | os.PathLike[str], line: int | None, problem: str) -> None:
         self.path, self.line, self.problem = str(path), line, problem
         super().__init__(f"{path}:{line}: {problem}" if line else f"{path}: {problem}")
 
@@ -96,16 +96,16 @@ def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def cache_key(model_identity: str, request: dict) -> str:
+def cache_key(model_identity: str, request: dict[str, Any]) -> str:
     return hashlib.sha256(canonical({"model": model_identity, "request": request}).encode()).hexdigest()
 
 
-def response_digest(response: dict) -> str:
+def response_digest(response: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of a response: what an export line's `response_sha256` holds."""
     return hashlib.sha256(canonical(response).encode()).hexdigest()
 
 
-def export_files(run_dir: str | os.PathLike) -> list[Path]:
+def export_files(run_dir: str | os.PathLike[str]) -> list[Path]:
     """A run's committed text form, in import order: the legacy responses.jsonl, then the chunks."""
     run_dir = Path(run_dir)
     files = [run_dir / LEGACY_NAME] if (run_dir / LEGACY_NAME).is_file() else []
@@ -137,7 +137,7 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
                                "restore it from git (a chunk is never rewritten)") from e
 
 
-def _entry(path: Path, n: int, line: bytes) -> tuple[dict, bool]:
+def _entry(path: str | os.PathLike[str], n: int, line: bytes) -> tuple[dict[str, Any], bool]:
     """The checked entry of one export line and whether its response digest was verified."""
     try:
         e = json.loads(line)
@@ -167,7 +167,7 @@ def _entry(path: Path, n: int, line: bytes) -> tuple[dict, bool]:
     return e, True
 
 
-def read_export(path: str | os.PathLike, require_digest: bool = False) -> Iterator[dict]:
+def read_export(path: str | os.PathLike[str], require_digest: bool = False) -> Iterator[dict[str, Any]]:
     """The checked entries of one export file (plain or gzip JSONL); raises CacheFormatError."""
     path = Path(path)
     for n, line in _lines(path):
@@ -222,7 +222,7 @@ class ResponseCache:
     export_dir: Path | None = None   # where save() appends chunks (set by for_run)
     read_only = False                # over records this process may not write (for_run): no new answer
 
-    def __init__(self, path: str | os.PathLike = ":memory:", *, timeout: float = 5.0):
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 5.0) -> None:
         """Open (or create) the SQLite store; raises CacheCorruptError if the file is damaged."""
         self.path = str(path)
         self._lock = threading.Lock()
@@ -269,7 +269,7 @@ class ResponseCache:
                           "answers saved so far are in the run's exports.")
 
     @classmethod
-    def for_run(cls, run_dir: str | os.PathLike, *, require_digest: bool = False,
+    def for_run(cls, run_dir: str | os.PathLike[str], *, require_digest: bool = False,
                 timeout: float = 5.0, read_only: bool | None = None) -> ResponseCache:
         """The cache of one chapter run: SQLite beside the records, seeded from the committed exports.
 
@@ -307,9 +307,10 @@ class ResponseCache:
                 if cache is not None:
                     cache.close()
                 raise
+        assert cache is not None   # the loop ends by its break (cache opened) or raises
         if damage is not None:
-            e, aside = damage
-            warnings.warn(f"response cache {db} was damaged ({e.reason}); moved it to {aside.name} and rebuilt "
+            error, aside = damage
+            warnings.warn(f"response cache {db} was damaged ({error.reason}); moved it to {aside.name} and rebuilt "
                           f"the cache from {len(files)} export file(s) in {run_dir} ({len(cache)} entries). "
                           "Answers that were never saved will be asked of the model again.",
                           CacheRebuiltWarning, stacklevel=2)
@@ -334,14 +335,14 @@ class ResponseCache:
             self.import_jsonl(path, require_digest=require_digest, exported=True)
         return files
 
-    def _execute(self, doing: str, sql: str, args: tuple = ()) -> list:
+    def _execute(self, doing: str, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
             try:
                 return self._db.execute(sql, args).fetchall()
             except sqlite3.Error as e:
                 raise self._error(e, doing) from e
 
-    def get(self, model_identity: str, request: dict, count: bool = True) -> dict | None:
+    def get(self, model_identity: str, request: dict[str, Any], count: bool = True) -> dict[str, Any] | None:
         """The recorded response, or None (a miss); raises CacheError if the store fails."""
         key = cache_key(model_identity, request)
         rows = self._execute("reading an entry", "SELECT response FROM responses WHERE key=?", (key,))
@@ -355,7 +356,7 @@ class ResponseCache:
         except ValueError as e:
             raise self._error(e, f"decoding entry {key[:12]}…") from e
 
-    def put(self, model_identity: str, request: dict, response: dict) -> None:
+    def put(self, model_identity: str, request: dict[str, Any], response: dict[str, Any]) -> None:
         """Record a response; the first one recorded for a request stays (it is what the exports hold).
         Raises CacheError on a read-only cache: the answer could be neither saved nor replayed."""
         if self.read_only:
@@ -369,7 +370,7 @@ class ResponseCache:
     def __len__(self) -> int:
         return self._execute("counting entries", "SELECT COUNT(*) FROM responses")[0][0]
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, int | float]:
         total = self.hits + self.misses
         unsaved = self._execute("counting unsaved entries", "SELECT COUNT(*) FROM responses "
                                 "WHERE key NOT IN (SELECT key FROM exported)")[0][0]
@@ -377,7 +378,7 @@ class ResponseCache:
                 "hit_rate": self.hits / total if total else float("nan"),
                 "unverified": self.unverified, "unsaved": unsaved}
 
-    def _lines_of(self, rows: list) -> list[str]:
+    def _lines_of(self, rows: list[tuple[str, str, str, str]]) -> list[str]:
         out = []
         for key, model, request, response in rows:
             try:
@@ -388,7 +389,7 @@ class ResponseCache:
                 raise self._error(e, f"decoding entry {key[:12]}…") from e
         return out
 
-    def save(self, directory: str | os.PathLike | None = None) -> Path | None:
+    def save(self, directory: str | os.PathLike[str] | None = None) -> Path | None:
         """Append the entries not yet in the run's exports as one new chunk; returns it, or None if none.
 
         `directory` defaults to `<run_dir>/responses` of a cache opened with `for_run`.
@@ -421,14 +422,15 @@ class ResponseCache:
                 raise self._error(e, f"marking the entries of {path} as saved") from e
         return path
 
-    def export_jsonl(self, path: str | os.PathLike | None = None) -> Path:
+    def export_jsonl(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write every entry to one plain JSONL file sorted by key, atomically (a full snapshot, e.g. to
         inspect or hand over a cache). Runs commit `save()`'s chunks instead: this file is rewritten whole."""
         path = Path(path or self.jsonl_path or LEGACY_NAME)
         rows = self._execute("reading entries", "SELECT key, model, request, response FROM responses ORDER BY key")
         return atomic_write_text(path, "".join(self._lines_of(rows)))
 
-    def import_jsonl(self, path: str | os.PathLike, *, require_digest: bool = False, exported: bool = False) -> int:
+    def import_jsonl(self, path: str | os.PathLike[str], *, require_digest: bool = False,
+                     exported: bool = False) -> int:
         """Add the entries of an export (plain or gzip JSONL; existing keys win); returns how many lines were read.
 
         All or nothing: a line that fails its checks raises CacheFormatError (file:line: what is wrong) and
@@ -460,14 +462,15 @@ class ResponseCache:
         return self._import(source, enumerate((line.encode() for line in lines), 1), require_digest=True,
                             exported=False)
 
-    def put_known(self, model_identity: str, request: dict, response: dict) -> None:
+    def put_known(self, model_identity: str, request: dict[str, Any], response: dict[str, Any]) -> None:
         """Record a response that another cache already holds (it is not handed over again)."""
         key = cache_key(model_identity, request)
         self._execute("writing an entry", "INSERT OR IGNORE INTO responses VALUES (?,?,?,?)",
                       (key, model_identity, canonical(request), canonical(response)))
         self._execute("writing an entry", "INSERT OR IGNORE INTO exported VALUES (?)", (key,))
 
-    def _import(self, path, numbered_lines, *, require_digest: bool, exported: bool) -> int:
+    def _import(self, path: str | os.PathLike[str], numbered_lines: Iterable[tuple[int, bytes]], *,
+                require_digest: bool, exported: bool) -> int:
         n = unverified = 0
         with self._lock:
             try:
@@ -507,7 +510,7 @@ class ResponseCache:
             self._db.close()
 
 
-def writable(run_dir: str | os.PathLike) -> bool:
+def writable(run_dir: str | os.PathLike[str]) -> bool:
     """Can this process keep a run's SQLite cache in `run_dir`: the folder (or, not made yet, its nearest
     existing parent) can be written and an existing SQLite file too. `os.access` also reports a
     read-only file system (EROFS) to root, who would otherwise pass every check of file modes."""

@@ -4,13 +4,15 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import openai
 
 from .backends import DEFAULT_BACKEND, EMBEDDED_MODELS, BackendSpec, backend_fingerprint, parse_backend
 from .cache import ResponseCache
-from .servers import ServerError, server_for
+from .servers import ServerError, _ChildServer, server_for
 
 
 class LLMError(RuntimeError):
@@ -18,7 +20,7 @@ class LLMError(RuntimeError):
     infrastructure error the runner retries; not retryable: the server rejected the request itself
     (HTTP 4xx, e.g. a prompt longer than the context), which the same request would meet again."""
 
-    def __init__(self, message: str, retryable: bool = True):
+    def __init__(self, message: str, retryable: bool = True) -> None:
         super().__init__(message)
         self.retryable = retryable
 
@@ -35,9 +37,10 @@ class Completion:
     temperature: float = 0.0
     seed: int | None = None
     max_tokens: int = 0
-    server_timings: dict | None = None  # llama.cpp's own prompt/generation timings, when the server sends them
+    # llama.cpp's own prompt/generation timings, when the server sends them
+    server_timings: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -67,7 +70,7 @@ class Fleet:
     Each process balances only its own requests (Ray workers do not coordinate), which spreads a
     fleet evenly when the workers are many and alike."""
 
-    def __init__(self, urls: tuple[str, ...] | list[str], cooldown_s: float = 30.0):
+    def __init__(self, urls: tuple[str, ...] | list[str], cooldown_s: float = 30.0) -> None:
         self.urls = list(urls)
         self.cooldown_s = cooldown_s
         self.outstanding = [0] * len(self.urls)
@@ -77,7 +80,7 @@ class Fleet:
         self._next = 0
         self._lock = threading.Lock()
 
-    def acquire(self, exclude: set[int] = frozenset()) -> int | None:
+    def acquire(self, exclude: set[int] | frozenset[int] = frozenset()) -> int | None:
         """The server for the next attempt (counted as in flight), or None when all are excluded."""
         with self._lock:
             n = len(self.urls)
@@ -103,7 +106,7 @@ class Fleet:
                 self.failures[i] += 1
                 self._down_until[i] = time.monotonic() + self.cooldown_s
 
-    def describe(self) -> list[dict]:
+    def describe(self) -> list[dict[str, str | int]]:
         with self._lock:
             return [{"url": u, "served": s, "failures": f} for u, s, f in zip(self.urls, self.served, self.failures)]
 
@@ -140,7 +143,7 @@ class LLM:
 
     def __init__(self, backend: str = DEFAULT_BACKEND, cache: ResponseCache | None = None, *,
                  seed: int = 0, timeout: float = 300.0, max_retries: int = 3, backoff_s: float = 1.0,
-                 deterministic: bool = True, role_slots: bool = False, **server_options):
+                 deterministic: bool = True, role_slots: bool = False, **server_options: Any) -> None:
         """`deterministic` (the default): one request in flight at a time and, for the embedded server,
         one slot, so that the same requests give the same answers on every live run. llama.cpp's greedy
         answers depend on how concurrent requests are batched (parallel slots, continuous batching):
@@ -157,8 +160,9 @@ class LLM:
         self.spec: BackendSpec = parse_backend(backend)
         self.deterministic = bool(deterministic)
         # what this LLM is made of, so that another process can make the same one (__reduce__)
-        self._settings = {"seed": seed, "timeout": timeout, "max_retries": max_retries, "backoff_s": backoff_s,
-                          "deterministic": self.deterministic, **server_options}
+        self._settings: dict[str, Any] = {"seed": seed, "timeout": timeout, "max_retries": max_retries,
+                                          "backoff_s": backoff_s, "deterministic": self.deterministic,
+                                          **server_options}
         self.role_slots = bool(role_slots) and self.deterministic and self.spec.kind == "embedded"
         if role_slots:
             self._settings["role_slots"] = True
@@ -172,7 +176,7 @@ class LLM:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.stats = CallStats()
-        self._server = None
+        self._server: _ChildServer | None = None
         self._client: openai.OpenAI | None = None
         self._server_options = server_options
         self.fleet = Fleet(self.spec.base_urls) if self.spec.kind == "openai" else None
@@ -204,6 +208,7 @@ class LLM:
             return self._client
 
     def _fleet_client(self, i: int) -> openai.OpenAI:
+        assert self.fleet is not None   # called by _live_fleet only, for an openai backend (fleet set in __init__)
         with self._client_lock:
             if i not in self._fleet_clients:
                 key = os.environ.get("SKILLBOOK_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
@@ -218,7 +223,7 @@ class LLM:
             self._connect()
         return self
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[str, dict[str, Any]], LLM], tuple[str, dict[str, Any]]]:
         """An LLM travels to another process (a Ray worker) as its backend and options — a server
         connection, a lock or a SQLite handle cannot travel — and is that process's LLM of the same
         backend and options there (`get_llm`), answering from that process's worker cache
@@ -226,15 +231,16 @@ class LLM:
         return (_llm_in_this_process, (self.backend, dict(self._settings)))
 
     # -- the call ---------------------------------------------------------------------------------
-    def chat(self, messages: list[dict], *, temperature: float = 0.0, max_tokens: int = 256,
+    def chat(self, messages: list[dict[str, str]], *, temperature: float = 0.0, max_tokens: int = 256,
              seed: int | None = None, stop: list[str] | None = None, top_p: float | None = None,
              role: str = "") -> Completion:
         """One chat completion; `seed` defaults to the LLM's seed. Raises LLMError after the retries.
         `role` (planner, executor, …) picks the server slot under `role_slots`; it is not part of the
         request, so it never changes a cache key or an answer."""
         seed = self.seed if seed is None else seed
-        request = {"messages": messages, "temperature": float(temperature), "max_tokens": int(max_tokens),
-                   "seed": seed, "stop": list(stop) if stop else None, "top_p": top_p}
+        request: dict[str, Any] = {"messages": messages, "temperature": float(temperature),
+                                   "max_tokens": int(max_tokens), "seed": seed,
+                                   "stop": list(stop) if stop else None, "top_p": top_p}
         t0 = time.perf_counter()
         hit = self.cache.get(self.identity, request)
         if hit is not None:
@@ -266,7 +272,7 @@ class LLM:
         self.stats.add(c, c.latency_s)
         return c
 
-    def _completion(self, client: openai.OpenAI, request: dict, role: str = "") -> Completion:
+    def _completion(self, client: openai.OpenAI, request: dict[str, Any], role: str = "") -> Completion:
         kwargs = {k: v for k, v in request.items() if v is not None}
         if self.role_slots:
             kwargs["extra_body"] = {"id_slot": slot_of(role)}
@@ -288,10 +294,11 @@ class LLM:
         self.stats.errors += 1
         return LLMError(f"{self.backend}: request rejected (HTTP {e.status_code}), not retried: {e}", retryable=False)
 
-    def _live_fleet(self, request: dict) -> Completion:
+    def _live_fleet(self, request: dict[str, Any]) -> Completion:
         """One request to an `openai:` backend: each round tries the servers, least busy first, until one
         answers; a failing server is marked down (`Fleet`) and the request moves to the next one at once.
         Between rounds (every server failed) the client backs off exponentially, as for one server."""
+        assert self.fleet is not None   # _live calls this only when there is one (set once, in __init__)
         last: Exception | None = None
         tried_servers = 0
         for attempt in range(self.max_retries + 1):
@@ -319,7 +326,7 @@ class LLM:
         raise LLMError(f"{self.backend}: model call failed after {tried_servers} attempts on {where} "
                        f"({self.max_retries + 1} rounds): {type(last).__name__}: {last}") from last
 
-    def _live(self, request: dict, role: str = "") -> Completion:
+    def _live(self, request: dict[str, Any], role: str = "") -> Completion:
         if self.fleet is not None:
             return self._live_fleet(request)
         restarted = False
@@ -351,7 +358,7 @@ class LLM:
         raise LLMError(f"{self.backend}: model call failed after {self.max_retries + 1} attempts"
                        f"{' and a server restart' if restarted else ''}: {type(last).__name__}: {last}") from last
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """What a chapter states about its model: backend, identity, cache hits, live time."""
         s = self.stats
         return {"backend": self.backend, "model_identity": self.identity, "deterministic": self.deterministic,
@@ -362,7 +369,7 @@ class LLM:
                 "errors": s.errors, **({"servers": self.fleet.describe()} if self.fleet else {})}
 
 
-_LLMS: dict[tuple, LLM] = {}
+_LLMS: dict[tuple[str, int, tuple[tuple[str, Any], ...]], LLM] = {}
 _WORKER_CACHE: ResponseCache | None = None
 _WORKER_LOCK = threading.Lock()
 
@@ -383,11 +390,11 @@ def set_worker_cache(cache: ResponseCache) -> None:
         _WORKER_CACHE = cache
 
 
-def _llm_in_this_process(backend: str, settings: dict) -> LLM:
+def _llm_in_this_process(backend: str, settings: dict[str, Any]) -> LLM:
     return get_llm(backend, worker_cache(), **settings)
 
 
-def get_llm(backend: str = DEFAULT_BACKEND, cache: ResponseCache | None = None, **options) -> LLM:
+def get_llm(backend: str = DEFAULT_BACKEND, cache: ResponseCache | None = None, **options: Any) -> LLM:
     """The process-wide LLM of a backend, cache and options (the server is shared by all of them)."""
     key = (str(parse_backend(backend)), id(cache), tuple(sorted(options.items())))
     if key not in _LLMS:

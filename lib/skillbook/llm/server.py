@@ -15,6 +15,8 @@ import argparse
 import json
 import os
 import sys
+from types import ModuleType
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -63,10 +65,11 @@ def main(argv: list[str] | None = None) -> None:
 SPECULATIVE = ("none", "ngram", "draft")
 
 
-def _speculative(p, args, xllamacpp) -> None:
+def _speculative(p: Any, args: argparse.Namespace, xllamacpp: ModuleType) -> None:
     """Speculative decoding: tokens proposed cheaply (looked up in the prompt, or by a small draft model)
     and verified by the model in one batch. With greedy sampling the model keeps only tokens it would
-    have chosen itself; whether the records stay byte-identical is measured, not assumed (`make bench`)."""
+    have chosen itself; whether the records stay byte-identical is measured, not assumed (`make bench`).
+    `p` is xllamacpp's CommonParams (the package has no type information)."""
     if args.speculative == "none":
         return
     kinds = xllamacpp.common_speculative_type

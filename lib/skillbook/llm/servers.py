@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from ..io import cache_dir
 from .backends import BackendError, BackendSpec
@@ -39,7 +40,7 @@ class _ChildServer:
     name = "server"
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.base_url = ""
         self.restarts = 0
         self._lock = threading.Lock()
@@ -60,6 +61,7 @@ class _ChildServer:
         self.base_url = self._wait_ready()
 
     def _wait_ready(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None   # _start just set it, stdout a PIPE
         line = self.proc.stdout.readline().decode()
         if not line:
             raise ServerError(f"{self.name} exited during start (exit code {self.proc.wait()}); "
@@ -94,6 +96,7 @@ class _ChildServer:
         if self.proc is None:
             return
         try:
+            assert self.proc.stdin is not None   # a PIPE (_start)
             self.proc.stdin.close()  # the child exits when its stdin closes
             self.proc.wait(timeout=10)
         except Exception:
@@ -107,7 +110,7 @@ class EmbeddedServer(_ChildServer):
 
     def __init__(self, model: str, parallel: int = 4, ctx_per_slot: int = 8192, threads: int | None = None,
                  adapter: str = "", batch: int = 0, ubatch: int = 0, speculative: str = "none",
-                 draft: str = "qwen2.5-coder-0.5b", draft_max: int = 8):
+                 draft: str = "qwen2.5-coder-0.5b", draft_max: int = 8) -> None:
         """`speculative`: "none", "ngram" (drafts looked up in the prompt) or "draft" (the packaged `draft`
         model proposes); `batch`/`ubatch` llama.cpp's batch sizes (0: its defaults). Serving options only:
         they decide how fast an answer comes, and `make bench` checks that they leave answers unchanged."""
@@ -142,7 +145,7 @@ class EmbeddedServer(_ChildServer):
 class VLLMServer(_ChildServer):
     """`vllm serve <model>` on a free local port (GPU machines with the `gpu` extra)."""
 
-    def __init__(self, model: str, start_timeout: float = 1800.0, adapter: str = ""):
+    def __init__(self, model: str, start_timeout: float = 1800.0, adapter: str = "") -> None:
         backend = f"vllm:{model}" + (f"+{adapter}" if adapter else "")
         self.weights = model
         if adapter:   # a trained policy: the merged weights SkillRL's training exported
@@ -174,6 +177,7 @@ class VLLMServer(_ChildServer):
     def _wait_ready(self) -> str:
         url = f"http://127.0.0.1:{self.port}/v1"
         deadline = time.monotonic() + self.start_timeout
+        assert self.proc is not None   # _start just set it
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise ServerError(f"vllm exited during start; see its log: {self._log_path()}")
@@ -187,7 +191,7 @@ _SERVERS: dict[str, _ChildServer] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def server_for(spec: BackendSpec, **options) -> _ChildServer:
+def server_for(spec: BackendSpec, **options: Any) -> _ChildServer:
     """The process-wide server of a backend (embedded or vllm), created on first use."""
     key = f"{spec}|{sorted(options.items())}"   # a one-slot (deterministic) server is not a four-slot one
     with _REGISTRY_LOCK:

@@ -119,8 +119,8 @@ def parse_executor(name: str | None, address: str | None = None, actors: int | N
             raise ExecutorError("a Ray address or a number of actors needs --executor ray")
         return None
     require_ray()
-    return RayExecutor(address=address or None, actors=actors,
-                       **({"episode_timeout_s": float(episode_timeout_s)} if episode_timeout_s else {}))
+    timeout: dict[str, Any] = {"episode_timeout_s": float(episode_timeout_s)} if episode_timeout_s else {}
+    return RayExecutor(address=address or None, actors=actors, **timeout)
 
 
 def executor_from_env() -> RayExecutor | None:

@@ -4,9 +4,10 @@ names before, a cycle held by function-level imports)."""
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from ..agent import Agent
-from ..envs import EnvPool, canonical_options, parse_task_id, simulator_revisions
+from ..envs import Conversational, EnvPool, canonical_options, parse_task_id, simulator_revisions
 from ..records import Episode
 
 
@@ -42,8 +43,8 @@ def attempt_episode(agent: Agent, pool: EnvPool, stream: str, position: int, tas
     from ..llm.cache import CacheError
     try:
         env = pool.for_task(task_id)
-        if env.conversational:
-            env.bind_llm(agent.llm)   # τ²-bench's simulated user runs on the agent's backend and cache
+        if env.conversational:   # τ²-bench's simulated user runs on the agent's backend and cache
+            cast(Conversational, env).bind_llm(agent.llm)
         return agent.run(env, task_id, stream=stream, position=position)
     except CacheError:
         raise   # the response cache is broken: stop the run, do not spend model time that cannot be kept

@@ -251,6 +251,7 @@ class RunDir:
                     raise RecordError(f"{path}: not one of this run's chunks: it has no signature of this "
                                       "run and is not among the chunks earlier versions sealed here "
                                       f"(run.json's legacy_chunks); {move}")
+                assert legacy is not None   # None (no list) raised just above: no name is in {}
                 if legacy[path.name] != digest:
                     raise RecordError(f"{path}: not the chunk an earlier version sealed under this name (its "
                                       "SHA-256 differs from the one in run.json's legacy_chunks); restore it "
@@ -315,8 +316,9 @@ class RunDir:
     def _seal(self, folder: Path, data: bytes) -> Path:
         """Write `data` as a signed chunk under the next free number; an existing chunk is never replaced."""
         manifest = self._list_legacy_chunks()   # before the first signed chunk, which ends the legacy rules
-        run = fingerprint(manifest["settings"])
-        taken = [int(m.group(1)) for n in [*os.listdir(folder), *(manifest.get("legacy_chunks") or {})]
+        # manifest is None only if run.json was removed after append_episode checked it: a TypeError then
+        run = fingerprint(manifest["settings"])  # type: ignore[index]
+        taken = [int(m.group(1)) for n in [*os.listdir(folder), *(manifest.get("legacy_chunks") or {})]  # type: ignore[union-attr]
                  if (m := _CHUNK_NAME.match(n))]
         number = max(taken, default=0) + 1   # after the highest, also one that went missing: never reused
         # One writer at a time (the locks). A crash may leave this name behind, even as a second link to a

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -67,6 +68,8 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
     from .distributed import executor_from_env, parse_executor
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
     executor = executor_from_env() if executor is None else (
         parse_executor(executor) if isinstance(executor, str) else executor)
     validate_streams(streams, env_options)
@@ -122,6 +125,7 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
                     agent = make_agent()   # a fresh memory object, reloaded from the last saved state
                     agent.stop = stop
                     agent.memory.load_state(store.memory_state(stream)[1])
+                assert ep is not None          # retries >= 0 (checked above): the loop ran
                 if ep.error:
                     with lock:
                         failed[stream] = f"{ids[position]}: {ep.error}"
@@ -272,7 +276,7 @@ def load_episodes(run_dir: str | Path, streams: dict[str, list[str]] | list[str]
     if m is None:
         return []
     if streams is None:
-        streams = m["streams"]
+        streams = cast(dict[str, list[str]], m["streams"])
     elif not isinstance(streams, dict):
         streams = {s: m["streams"].get(s, []) for s in streams}
     return [Episode.from_dict(d) for eps in _recorded(store, streams).values() for d in eps]

@@ -161,7 +161,8 @@ def import_skills(folder: str | os.PathLike) -> list[Skill]:
     for p in root.rglob("*"):
         if p.is_symlink() and root not in p.resolve().parents:
             problems.append(f"{p}: a symbolic link out of the folder ({p.resolve()}) is not followed")
-    skills, ids = [], {}
+    skills = []
+    ids: dict[str, Path] = {}
     dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not dirs and not problems:
         problems.append(f"{root}: no skill folders (each skill is a folder holding SKILL.md)")

@@ -135,7 +135,7 @@ class Embedder:
     def embed(self, texts: list[str] | str) -> np.ndarray:
         """(n, 384) float32, unit-norm rows; cached texts are not embedded again."""
         single = isinstance(texts, str)
-        texts = [texts] if single else list(texts)
+        texts = [texts] if isinstance(texts, str) else list(texts)
         keys = [_key(t) for t in texts]
         with self._lock:
             if self._asked is not None:

@@ -364,9 +364,11 @@ def _root_userns(python: str) -> int:
     and the child becomes host uid 65534 before any skill code runs. The descriptor keeps it alive."""
     helper = subprocess.Popen([python, "-I", "-S", "-c", _USERNS_HELPER], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/", env={})
+    assert helper.stdin is not None and helper.stdout is not None and helper.stderr is not None   # all PIPEs
 
     def failed() -> OSError:
         helper.kill()
+        assert helper.stderr is not None   # a PIPE (narrowing does not reach into this function)
         return OSError(helper.stderr.read().strip()[-300:] or "the helper process failed")
     try:
         if helper.stdout.readline() != "entered\n":
@@ -487,6 +489,7 @@ class _Pipe:
 
     def __init__(self, proc: subprocess.Popen, deadline: float, timeout_s: float):
         self.proc, self.deadline, self.timeout_s = proc, deadline, timeout_s
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None   # all PIPEs
         self.rfd, self.wfd, self.efd = proc.stdout.fileno(), proc.stdin.fileno(), proc.stderr.fileno()
         for fd in (self.rfd, self.wfd, self.efd):
             os.set_blocking(fd, False)
@@ -655,6 +658,7 @@ def _execute(jail: _Jail, definitions: list[str], call, step, limits: Limits) ->
     finally:
         if seccomp_r is not None:
             os.close(seccomp_r)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None   # all PIPEs
     pipe = _Pipe(proc, t0 + limits.timeout_s, limits.timeout_s)
     started = False
     try:
