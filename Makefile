@@ -33,9 +33,9 @@ EXTRAS  := test,train
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: offline-kit install-offline install book chapters html rerun test bench clean check-java study study-status study-stop calibrate ceiling-calibrate ceiling ceiling-status ceiling-stop check-bwrap
+.PHONY: lint offline-kit install-offline install book chapters html rerun test bench clean check-java study study-status study-stop calibrate ceiling-calibrate ceiling ceiling-status ceiling-stop check-bwrap
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU wheel first: otherwise a dependency pulls a multi-GB CUDA build of torch.
@@ -43,7 +43,7 @@ $(STAMP): pyproject.toml
 	# the training extra too: chapter 07 trains the 0.5B policy (in the same command as the torch pin, so
 	# nothing replaces the CPU wheel); `make test` adds the cluster extra here (EXTRAS below), which saves
 	# a second resolve and editable build
-	$(PY) -m pip install -q "$(TORCH)" -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q -c constraints.txt "$(TORCH)" -e ".[$(EXTRAS)]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
@@ -51,7 +51,7 @@ install: $(STAMP) check-bwrap
 
 # Ray, the optional extra `cluster`: for the Ray executor and its tests (not needed to run the book on one machine)
 $(CLUSTER): $(STAMP)
-	$(PY) -c "import ray" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" -e ".[test,train,cluster]"
+	$(PY) -c "import ray" 2>/dev/null || $(PY) -m pip install -q -c constraints.txt "$(TORCH)" -e ".[test,train,cluster]"
 	touch $(CLUSTER)
 
 # Code skills (model-written Python) run only inside a bubblewrap jail; without it they are refused
@@ -78,8 +78,14 @@ book: chapters html
 
 # the tests need Ray (tests/test_ray.py): on a fresh machine, one install with every extra
 test: EXTRAS := test,train,cluster
-test: install check-java $(CLUSTER)
+test: install check-java $(CLUSTER) lint
 	$(PY) -m pytest -q -m "not exercises" --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# The library checks itself: ruff (E, F, I, B, UP) everywhere, mypy on llm/, run/, skills/, analysis/
+# (pyproject.toml says how strictly).
+lint: install
+	$(PY) -m ruff check lib tests bench tools
+	$(PY) -m mypy
 
 # The workshop exercises run live in book order under the smoke profile (about an hour on 2 cores).
 test-exercises: install check-java
@@ -125,7 +131,7 @@ install-offline:
 	@test -n "$(DIR)" || { echo "usage: make install-offline DIR=<the folder made by make offline-kit>"; exit 2; }
 	$(PYTHON) -I lib/skillbook/kit.py check "$(DIR)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --no-index --find-links "$(DIR)/wheels" "$(TORCH)" -e ".[test,train,cluster]"
+	$(PY) -m pip install -q --no-index --find-links "$(DIR)/wheels" -c constraints.txt "$(TORCH)" -e ".[test,train,cluster]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	$(PY) -m skillbook.kit install "$(DIR)"
 	touch $(STAMP) $(CLUSTER)

@@ -79,7 +79,9 @@ def _sqlite_copy(src: Path, dst: Path) -> None:
 def fetch_wheels(dest: Path, requirements: list[str], python: str = sys.executable) -> list[Path]:
     """`pip wheel` of `requirements` (and the build backend) into dest: wheels as published, sdists built."""
     dest.mkdir(parents=True, exist_ok=True)
-    subprocess.run([python, "-m", "pip", "wheel", "--wheel-dir", str(dest), *requirements, *BUILD],
+    constraints = Path(__file__).resolve().parents[2] / "constraints.txt"   # the checkout's pinned stack
+    pin = ["-c", str(constraints)] if constraints.exists() else []
+    subprocess.run([python, "-m", "pip", "wheel", "--wheel-dir", str(dest), *pin, *requirements, *BUILD],
                    check=True)
     return sorted(dest.glob("*.whl"))
 
