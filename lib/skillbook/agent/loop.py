@@ -23,7 +23,7 @@ from ..envs import make_env
 from ..envs.base import Env, EnvError, Task
 from ..llm import LLM, Completion, LLMError
 from ..memory import MemoryPolicy, NoMemory
-from ..prompts import at_least, check_version
+from ..prompts import check_version
 from ..records import Call, Episode, Step, SubTrajectory
 from ..skills.sandbox import JailStartError
 from ..text import cut
@@ -180,12 +180,6 @@ class Agent:
                         "content": template("executor_system", cfg.prompts).format(finish_rule=finish_rule).strip()},
                        {"role": "user", "content": first.strip()}]
         shown_actions = set(valid)
-        # From prompt v3 an observation the conversation already holds word for word is not sent again: a
-        # reference to where it was stands in (nothing is re-sent that the model already has; on coin a
-        # 'look around' after a move, or a walk back into a room, repeated ~110 tokens a step).
-        refer = at_least(cfg.prompts, "v3")
-        last_shown = cut(obs, cfg.obs_chars)
-        shown_at = {last_shown: "the first observation"}
         stuck = 0               # consecutive invalid, blocked or repeated actions (and repeated useless macro calls)
         seen = set()            # (action, observation) pairs this (sub)task has already produced
         last_before = None      # the observation before the last environment step
@@ -222,8 +216,7 @@ class Agent:
                 if stuck >= cfg.loop_patience:
                     sub.stop_reason = "loop"
                     return obs
-                if self._trim(messages, c):
-                    shown_at = {}         # the turns they referred to may be gone
+                self._trim(messages, c)
                 continue
             action = self._match(env, parsed.raw_action or parsed.action if env.conversational
                                  else parsed.action, valid)
@@ -261,15 +254,6 @@ class Agent:
                 seen.add(pair)
                 valid = env.valid_actions()
                 text = f"Observation: {cut(obs, cfg.obs_chars)}"
-                if refer:
-                    seen_text = cut(obs, cfg.obs_chars)
-                    if seen_text == last_shown:
-                        text = "Observation: nothing changed (the same as the last observation)."
-                    elif seen_text in shown_at:
-                        text = f"Observation: the same as {shown_at[seen_text]} above."
-                    else:
-                        shown_at[seen_text] = f"after '{action}'"
-                    last_shown = seen_text
                 if set(valid) != shown_actions and len(valid) <= cfg.list_actions_max:
                     text += f"\nValid actions now: {', '.join(sorted(valid))}"
                     shown_actions = set(valid)
@@ -277,8 +261,7 @@ class Agent:
             if stuck >= cfg.loop_patience:
                 sub.stop_reason = "loop"
                 return obs
-            if self._trim(messages, c):
-                shown_at = {}             # the turns they referred to may be gone
+            self._trim(messages, c)
         sub.stop_reason = "step_budget"
         return obs
 
