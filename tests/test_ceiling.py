@@ -185,3 +185,29 @@ def test_version_effect_pairs_two_calibrations_over_the_games_both_played(fake_e
     # the fake model plays both versions alike: the same games solved, nothing discordant
     assert (t["success old"] == t["success new"]).all() and (t["only old"] + t["only new"] == 0).all()
     assert (t["live s/episode new"] > 0).all()
+
+
+def test_costs_count_live_calls_only(fake_env, tmp_path):
+    """Chapter 11's cost table: a replayed answer keeps the latency of the call that made it, so the
+    seconds are the live calls' (issue 35: chapter 09's table once averaged over cache hits)."""
+    from skillbook.papers.breakdown.ceiling import costs
+    d = design(streams=1, games=2, conditions=("none", "self"))
+    model = FakeModel()
+    model.cache = ResponseCache.for_run(tmp_path)
+    run_ceiling(tmp_path, model, d)
+    t = costs(tmp_path, d)
+    assert list(t.index) == ["none", "self"] and (t["episodes"] == 2).all()
+    # the fake model answers without the response cache: every call is live
+    assert (t["live share"] == 1).all() and (t["live s/episode (mean)"] > 0).all()
+
+
+def test_side_by_side_shows_both_libraries_for_the_same_first_subtask(fake_env, tmp_path):
+    from skillbook.papers.breakdown.ceiling import side_by_side
+    d = design(streams=1, games=4, conditions=("none", "oracle", "self"))
+    model = FakeModel()
+    model.cache = ResponseCache.for_run(tmp_path)
+    run_ceiling(tmp_path, model, d)
+    t = side_by_side(tmp_path, d, n=2)
+    assert len(t) == 2 and (t["subtask"] == "finish the task").all()
+    assert t["oracle retrieved"].str.contains("finish a fake task").all()
+    assert t["self retrieved"].str.len().gt(0).all() and list(t["position"]) == sorted(t["position"])

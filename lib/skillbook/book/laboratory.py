@@ -168,14 +168,15 @@ def bench_records(folder=None) -> dict:
     count and batch size against the default; `concurrency` (the default run): aggregate generation
     throughput at 2 and 4 requests in flight, and a fixed task set as two concurrent streams against one
     deterministic stream; `speed` (`--speed`): episodes per hour and success of the old and new code on
-    the same distinct dev games."""
+    the same distinct dev games, the new code at the newest prompt version (`speed_v2`: the same at v2,
+    measured before v3 existed)."""
     import json
 
     from . import project_root
     folder = Path(folder) if folder is not None else project_root() / "runs" / "bench"
     read = lambda name: json.loads((folder / name).read_text()) if (folder / name).exists() else None  # noqa: E731
     out: dict = {"profile": None, "reference": None, "serving": None, "sweep": None, "concurrency": None,
-                 "speed": None}
+                 "speed": None, "speed_v2": None}
     if prof := read("profile.json"):
         out["profile"] = pd.DataFrame(prof["table"]).set_index(["condition", "role"])
         out["reference"] = {**prof["reference"], "measured": prof.get("measured", ""), "tasks": prof["tasks"]}

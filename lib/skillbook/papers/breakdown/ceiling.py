@@ -529,6 +529,65 @@ def library_health(root: str | Path, design: CeilingDesign) -> tuple[pd.DataFram
     return table, (pd.concat(along, ignore_index=True) if along else pd.DataFrame())
 
 
+def costs(root: str | Path, design: CeilingDesign) -> pd.DataFrame:
+    """Per condition, over its recorded episodes: model calls and the share answered live, live model
+    seconds per episode (median and mean: a cached answer keeps its first latency, so only live calls are
+    counted) and output tokens per episode. Seconds depend on what else ran in each sitting; the
+    sittings' log says when the machine was shared."""
+    rows = []
+    for name, _, _ in plan_runs(design, None, SkillLibrary(), SkillLibrary(), []).runs:
+        d = Path(root) / "streams" / name
+        if (d / "run.json").exists():
+            rows += [{"condition": name.split("-")[0], "calls": len(e.calls),
+                      "live": sum(not c.cached for c in e.calls), "live_s": live_seconds(e),
+                      "output": sum(c.completion_tokens for c in e.calls)} for e in load_condition(d).episodes]
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame(rows)
+    g = df.groupby("condition")
+    return pd.DataFrame({"episodes": g.size(), "calls/episode": g.calls.mean(),
+                         "live share": g.live.sum() / g.calls.sum(),
+                         "live s/episode (median)": g.live_s.median(), "live s/episode (mean)": g.live_s.mean(),
+                         "output tokens/episode": g.output.mean()})
+
+
+def side_by_side(root: str | Path, design: CeilingDesign, n: int = 3) -> pd.DataFrame:
+    """What the oracle's skills and *self*'s say for the same subtask: games where both conditions opened
+    with the same subtask (the planner's first call sees the same prompt in every condition) and both
+    retrieved a skill for it; the first `n` such games in *self*'s stream order. *self*'s skills as they
+    stand at the end of its stream (a later merge may have changed one after it was retrieved)."""
+    from .pipeline import library_of
+    oracle_file = library_file(root, "oracle")
+    if not oracle_file.exists():
+        return pd.DataFrame()
+    oracle_lib = SkillLibrary().load_state(json.loads(oracle_file.read_text())["library"])
+    plan = plan_runs(design, None, SkillLibrary(), SkillLibrary(), [])
+    d_oracle = Path(root) / "streams" / "oracle"
+    if not (d_oracle / "run.json").exists():
+        return pd.DataFrame()
+    first = {e.task_id: e.subtasks[0] for e in load_condition(d_oracle).episodes if e.subtasks}
+
+    def text(lib: SkillLibrary, ids: list[str]) -> str:
+        known = {s.id: s for s in lib}
+        return "\n\n".join(f"{known[i].description}\n{known[i].body}" for i in ids if i in known)
+
+    rows = []
+    for name, _, _ in plan.runs:
+        d = Path(root) / "streams" / name
+        if not name.startswith("self-") or not (d / "run.json").exists():
+            continue
+        lib = library_of(d)
+        for e in load_condition(d).episodes:
+            o = first.get(e.task_id)
+            if e.subtasks and o is not None and o.description == e.subtasks[0].description \
+                    and o.retrieved and e.subtasks[0].retrieved:
+                rows.append({"game": e.task_id, "stream": name, "position": e.position,
+                             "subtask": o.description, "self retrieved": text(lib, e.subtasks[0].retrieved),
+                             "oracle retrieved": text(oracle_lib, o.retrieved)})
+    rows.sort(key=lambda r: (r["position"], r["stream"]))
+    return pd.DataFrame(rows[:n])
+
+
 def status(root: str | Path, design: CeilingDesign) -> pd.DataFrame:
     """Per stream: games done of planned, hours, seconds per episode, and the ETA at the last chunk's
     pace. Reads records only (the plan's games from the per-user cache of game digests)."""
