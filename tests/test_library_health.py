@@ -4,7 +4,7 @@ from pathlib import Path
 
 from skillbook.papers.breakdown.health import health_along, skill_table, stream_health
 from skillbook.papers.breakdown.pipeline import library_of
-from skillbook.records import Episode, SubTrajectory
+from skillbook.records import Episode, Subtask
 from skillbook.run import load_condition
 
 STUDY = Path(__file__).resolve().parents[1] / "runs" / "study" / "streams" / "subtask-text"
@@ -23,7 +23,7 @@ def test_chapter_09s_library_collapsed_and_retrieval_almost_never_chose():
 
 def _episode(position, retrieved, written):
     e = Episode(f"twx/coin/test/{position}", "twx", "coin", "test", "subtask", "text", position=position)
-    e.subtasks = [SubTrajectory(i, f"sub {i}", 0, retrieved=r) for i, r in enumerate(retrieved)]
+    e.subtasks = [Subtask(i, f"sub {i}", 0, retrieved=r) for i, r in enumerate(retrieved)]
     e.written = written
     return e
 

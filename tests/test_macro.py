@@ -9,7 +9,7 @@ from skillbook.agent.parsing import parse_reply
 from skillbook.envs import make_env
 from skillbook.llm import LLM
 from skillbook.papers.breakdown import InducedMemory
-from skillbook.records import Call, Episode, SubTrajectory
+from skillbook.records import Call, Episode, Subtask
 from skillbook.skills import Skill
 from skillbook.skills.library import SkillLibrary
 
@@ -30,7 +30,7 @@ def setting():
     memory = InducedMemory(LLM("openai:http://127.0.0.1:9/v1#unused"), "code", library=lib, frozen=True)
     agent = Agent(memory.llm, AgentConfig(max_steps=10), memory)
     ep = Episode(SIMON, "twx", "simonsays", "dev", "task", memory.name, steps=[])
-    sub = SubTrajectory(0, "obey", 0)
+    sub = Subtask(0, "obey", 0)
     yield env, gold, agent, ep, sub
     env.close()
 

@@ -1,6 +1,6 @@
 """Trajectory views built from records (no model needed: the episode is a hand-made record)."""
 from skillbook.book.render import episode_html, trajectory_browser
-from skillbook.records import Call, Episode, Step, SubTrajectory
+from skillbook.records import Call, Episode, Step, Subtask
 
 
 def _episode(task_id="twx/coin/dev/0", score=1.0):
@@ -8,8 +8,8 @@ def _episode(task_id="twx/coin/dev/0", score=1.0):
     steps = [Step("look first", "look around", "You are in the kitchen.", 0.0, "", True, 0, call),
              Step("", "fly", "'fly' is not a valid action here.", 0.0, "", False, 0, call),
              Step("take it", "take coin", "You take the coin <b>.", 1.0, "", True, 1, call)]
-    subs = [SubTrajectory(0, "Find the coin", 0, 2, "Looked around.", "step_budget", ["s1"]),
-            SubTrajectory(1, "Take the coin", 2, 3, "Took the coin.", "env_done")]
+    subs = [Subtask(0, "Find the coin", 0, 2, "Looked around.", "step_budget", ["s1"]),
+            Subtask(1, "Take the coin", 2, 3, "Took the coin.", "env_done")]
     return Episode(task_id, "twx", "coin", "dev", "subtask", "none", "Find the coin and take it.",
                    steps=steps, subtasks=subs, calls=[call] * 5, score=score, success=score == 1.0,
                    stop_reason="env_done")

@@ -20,7 +20,7 @@ from skillbook.llm import LLM
 from skillbook.memory import MemoryPolicy
 from skillbook.papers.breakdown import InducedMemory
 from skillbook.papers.breakdown.hygiene import add_with_hygiene
-from skillbook.records import Call, Episode, SubTrajectory
+from skillbook.records import Call, Episode, Subtask
 from skillbook.run import Condition, IncompleteRun, RunDir, load_episodes, run_condition
 from skillbook.skills import Skill, sandbox
 from skillbook.skills.library import SkillLibrary
@@ -58,7 +58,7 @@ class Skills(MemoryPolicy):
 def macro(code: dict[str, str], action: str):
     env, agent = Kitchen(), Agent(LLM("openai:http://127.0.0.1:9/v1#unused"), AgentConfig(max_steps=10), Skills(code))
     ep = Episode("kitchen/0", "fake", "kitchen", "dev", "task", "stub", steps=[])
-    text, done = agent._macro(env, ep, SubTrajectory(0, "cook", 0), parse_reply(f"Action: {action}"), "raw",
+    text, done = agent._macro(env, ep, Subtask(0, "cook", 0), parse_reply(f"Action: {action}"), "raw",
                               Call("executor", 1, 1, 0.1), budget=10)
     return env, ep, text, done
 

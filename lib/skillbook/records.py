@@ -51,7 +51,9 @@ class Step:
 
 
 @dataclass
-class SubTrajectory:
+class Subtask:
+    """One subtask of an episode: what it was about, its span of the episode's steps, what memory gave and
+    took (a task-level episode has one, the instruction itself)."""
     index: int
     description: str
     start: int                    # steps[start:end] of the episode
@@ -76,7 +78,7 @@ class Episode:
     position: int = 0             # index of the task within its stream
     seed: int = 0
     steps: list[Step] = field(default_factory=list)
-    subtasks: list[SubTrajectory] = field(default_factory=list)
+    subtasks: list[Subtask] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     score: float = 0.0
     success: bool = False
@@ -120,7 +122,7 @@ class Episode:
         d = dict(d)
         d["calls"] = [Call(**c) for c in d.get("calls", [])]
         d["steps"] = [Step(**{**s, "call": Call(**s["call"]) if s.get("call") else None}) for s in d.get("steps", [])]
-        d["subtasks"] = [SubTrajectory(**s) for s in d.get("subtasks", [])]
+        d["subtasks"] = [Subtask(**s) for s in d.get("subtasks", [])]
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -144,7 +146,7 @@ class Trajectory:
     summary: str = ""
 
     @classmethod
-    def of(cls, ep: Episode, sub: SubTrajectory | None = None, level: str = "task") -> Trajectory:
+    def of(cls, ep: Episode, sub: Subtask | None = None, level: str = "task") -> Trajectory:
         span = (sub.start, sub.end) if sub is not None else (0, len(ep.steps))
         return cls(ep.task_id, ep.task_type, ep.env, ep.instruction,
                    sub.description if sub is not None else ep.instruction, level, span,

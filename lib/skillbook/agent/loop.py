@@ -24,7 +24,7 @@ from ..envs.base import Env, EnvError, Task
 from ..llm import LLM, Completion, LLMError
 from ..memory import MemoryPolicy, NoMemory
 from ..prompts import check_version
-from ..records import Call, Episode, Step, SubTrajectory
+from ..records import Call, Episode, Step, Subtask
 from ..skills.sandbox import JailStartError
 from ..text import cut
 from .parsing import match_action, normalize, parse_reply, suggestions
@@ -144,7 +144,7 @@ class Agent:
             query = planner.query(description, context)
             skills = self.memory.retrieve(query, context)
             ep.calls += self.memory.pop_calls()
-            sub = SubTrajectory(index=k, description=description, start=len(ep.steps),
+            sub = Subtask(index=k, description=description, start=len(ep.steps),
                                 retrieved=[s.id for s in skills], query=query)
             ep.subtasks.append(sub)
             ep.retrieved += sub.retrieved
@@ -163,7 +163,7 @@ class Agent:
         return context
 
     # -- executor: ReAct on one (sub)task, append-only conversation ----------------------------------
-    def _execute(self, env, ep: Episode, sub: SubTrajectory, summary: str, obs: str, skills, example: str,
+    def _execute(self, env, ep: Episode, sub: Subtask, summary: str, obs: str, skills, example: str,
                  budget: int, messages: list[dict]) -> str:
         """ReAct on one (sub)task; `messages` (empty on entry) is left holding its conversation."""
         cfg = self.config
@@ -265,7 +265,7 @@ class Agent:
         sub.stop_reason = "step_budget"
         return obs
 
-    def _macro(self, env, ep: Episode, sub: SubTrajectory, parsed, raw: str, call: Call, budget: int):
+    def _macro(self, env, ep: Episode, sub: Subtask, parsed, raw: str, call: Call, budget: int):
         """Run a retrieved code skill as one macro action; each command it issues is a recorded step."""
         from ..skills.sandbox import JailUnavailable, Limits, SkillCallError, parse_call, run
         try:
@@ -322,7 +322,7 @@ class Agent:
                                  (c.server_timings or {}).get("prompt_n")))
         env.user_calls.clear()
 
-    def _refuse(self, ep: Episode, sub: SubTrajectory, parsed, raw: str, call: Call, why: str) -> str:
+    def _refuse(self, ep: Episode, sub: Subtask, parsed, raw: str, call: Call, why: str) -> str:
         ep.steps.append(Step(parsed.thought, parsed.action, why, ep.score, raw, False, sub.index, call))
         return f"Observation: {why}"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..envs.tasks import task_query
 from ..prompts import has, load
-from ..records import Episode, SubTrajectory, Trajectory, render_steps
+from ..records import Episode, Subtask, Trajectory, render_steps
 from ..text import cut
 
 
@@ -43,19 +43,19 @@ class TaskPlanner:
         every task of a game retrieve the same skills)."""
         return task_query(context["env"], context["instruction"], context["observation"])
 
-    def header(self, summary: str, sub: SubTrajectory) -> str:
+    def header(self, summary: str, sub: Subtask) -> str:
         """What the executor's first message says about the subtask."""
         return ""
 
-    def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory, conversation: list[dict]) -> str:
+    def summarize(self, agent, ep: Episode, summary: str, sub: Subtask, conversation: list[dict]) -> str:
         """The running summary after `sub`; `conversation` is the executor's conversation of it."""
         return summary
 
-    def trajectory(self, ep: Episode, sub: SubTrajectory) -> Trajectory:
+    def trajectory(self, ep: Episode, sub: Subtask) -> Trajectory:
         """The span memory learns from: the whole episode."""
         return Trajectory.of(ep, None, self.level)
 
-    def out_of_subtasks(self, sub: SubTrajectory) -> str:
+    def out_of_subtasks(self, sub: Subtask) -> str:
         return sub.stop_reason or "step_budget"
 
 
@@ -96,10 +96,10 @@ class SubtaskPlanner(TaskPlanner):
     def query(self, description: str, context: dict) -> str:
         return description
 
-    def header(self, summary: str, sub: SubTrajectory) -> str:
+    def header(self, summary: str, sub: Subtask) -> str:
         return f"Progress so far: {summary or 'nothing yet'}\nYour current subtask: {sub.description}\n"
 
-    def summarize(self, agent, ep: Episode, summary: str, sub: SubTrajectory, conversation: list[dict]) -> str:
+    def summarize(self, agent, ep: Episode, summary: str, sub: Subtask, conversation: list[dict]) -> str:
         """The summary after `sub`. From prompt v3 it is one more turn of `conversation`, which it extends by
         that turn and its reply (the planner's next turn follows them)."""
         version = self.config.prompts
@@ -125,10 +125,10 @@ class SubtaskPlanner(TaskPlanner):
         sub.summary = field(c.text, "summary") or summary
         return sub.summary
 
-    def trajectory(self, ep: Episode, sub: SubTrajectory) -> Trajectory:
+    def trajectory(self, ep: Episode, sub: Subtask) -> Trajectory:
         return Trajectory.of(ep, sub, self.level)
 
-    def out_of_subtasks(self, sub: SubTrajectory) -> str:
+    def out_of_subtasks(self, sub: Subtask) -> str:
         return "subtask_budget"
 
 

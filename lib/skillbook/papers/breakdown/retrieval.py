@@ -3,7 +3,7 @@
 Similarities are recomputed from the recorded queries and the skills' descriptions: embeddings are
 deterministic, so this reproduces what the agent saw for every skill still in the final library (for a
 code skill overwritten later, the description of the version it had then, `hygiene.description_at`).
-The query is `SubTrajectory.query`: at task level the instruction and the first observation, at
+The query is `Subtask.query`: at task level the instruction and the first observation, at
 subtask level the subtask. Records made before queries were recorded have none; their query was the
 instruction or the subtask description, which is used instead (`query_recorded` says which). Skills
 deleted later by hygiene (code that failed to load), and versions of code skills recorded under ids of
