@@ -158,8 +158,6 @@ class FakeModel:
         last = messages[-1]["content"]
         if "break a task into short subtasks" in last:
             return "Subtask: DONE" if "Progress so far: done" in last else "Subtask: finish the task"
-        if "Decide the next subtask of the whole task" in last:       # prompt v3: a turn after the summary
-            return "Subtask: DONE" if messages[-2]["content"] == "Summary: done" else "Subtask: finish the task"
         if "Subtask just worked on" in last or "has ended. Write the progress" in last:
             return "Summary: done"
         if "Write ONE reusable skill" in last:

@@ -133,10 +133,10 @@ def test_prompt_version_v2_shows_the_example_before_the_skills_and_v1_as_recorde
         AgentConfig(prompts="v9").validate()
 
 
-def test_prompt_version_v3_summarizes_and_plans_in_the_executors_conversation(fake_env):
-    """Issue 35, second round: under v3 the summarizer, then the next planner, are more turns of the
-    executor's conversation (so the server has its prefix already); v2 keeps its separate summarizer and
-    planner prompts. Both keep the executor's two-line reply (thought, action)."""
+def test_prompt_version_v3_summarizes_in_the_executors_conversation(fake_env):
+    """Issue 35, second round: under v3 the summarizer is one more turn of the executor's conversation (so
+    the server has its prefix already); v2 keeps its separate summarizer prompt. Both keep the executor's
+    two-line reply (thought, action) and the planner's own prompt."""
     calls = {}
     for version in ("v2", "v3"):
         model = FakeModel()
@@ -157,26 +157,7 @@ def test_prompt_version_v3_summarizes_and_plans_in_the_executors_conversation(fa
     assert any("Subtask just worked on" in m[-1]["content"] for m in calls["v2"])
     assert not any("has ended" in m[-1]["content"] for m in calls["v2"])
     assert "at most 12 words" in next(m for m in calls["v2"] if m[0]["role"] == "system")[0]["content"]
-    # the planner after the first subtask: one more turn of the conversation the summary closed
-    planner = next(m for m in calls["v3"] if "Decide the next subtask" in m[-1]["content"])
-    assert planner[:len(summarizer)] == summarizer and planner[len(summarizer)]["content"] == "Summary: done"
-    assert len(planner) == len(summarizer) + 2
-    # the world ends a complete coin or fake task itself, so the turn offers no DONE (the first v3
-    # calibration's real case: the turn said DONE after the model's own wrong "the coin has been found")
-    assert "DONE" not in planner[-1]["content"]
-    from skillbook.agent.planner import SubtaskPlanner
-    sent = []
-
-    class Stub:                       # a fake agent (control flow only): records what the planner sends
-        def call(self, role, ep, messages, max_tokens=None):
-            sent.append(messages)
-            return type("C", (), {"text": "Subtask: DONE"})()
-    p = SubtaskPlanner(AgentConfig(level="subtask", prompts="v3"))
-    assert p.next_subtask(Stub(), ep, "done", "", 5, planner[:-1], world_ends=False) is None
-    assert sent[-1][-1]["content"].endswith('If the task is already complete, reply "Subtask: DONE".')
-    first_plan = next(m for m in calls["v3"] if "break a task into short subtasks" in m[-1]["content"])
-    assert len(first_plan) == 1                      # the first subtask's planner has no conversation yet
-    assert sum("break a task" in m[-1]["content"] for m in calls["v2"]) == 2   # v2: a separate prompt each time
+    assert sum("break a task" in m[-1]["content"] for m in calls["v3"]) == 2   # the planner: its own prompt
 
 
 def test_prompt_versions_form_a_chain(fake_env):
@@ -184,11 +165,11 @@ def test_prompt_versions_form_a_chain(fake_env):
     from skillbook.prompts import at_least, has, load, version_files
     assert load("skillbook.agent", "executor_first", "v3") == load("skillbook.agent", "executor_first", "v2")
     assert load("skillbook.agent", "executor_system", "v3") == load("skillbook.agent", "executor_system", "v1")
-    assert set(version_files("skillbook.agent", "v3")) == {"executor_first.txt", "summarizer_turn.txt",
-                                                          "planner_turn.txt"}
+    assert set(version_files("skillbook.agent", "v3")) == {"executor_first.txt", "summarizer_turn.txt"}
     assert version_files("skillbook.agent", "v2") == {"executor_first.txt": load("skillbook.agent",
                                                                                  "executor_first", "v2")}
     assert has("skillbook.agent", "summarizer_turn", "v3") and not has("skillbook.agent", "summarizer_turn", "v2")
+    assert not has("skillbook.agent", "planner_turn", "v3")
     assert at_least("v3", "v2") and not at_least("v1", "v2")
 
 

@@ -13,16 +13,13 @@ from importlib import resources
 # v1: the prompts of chapters 01-09's records. v2 (issue 35, for the studies registered after it): what is
 # the same in every call comes first and what changes last, so the server's prompt cache keeps the shared
 # part; text-skill replies end where a seventh step would begin (`papers.breakdown.induction.SIX_STEPS`).
-# v3 (issue 35, second round): the summarizer, then the next subtask's planner, are more turns of the
-# executor's own conversation (`summarizer_turn`, `planner_turn`), so their prefix is the one the server has
-# just evaluated and the next executor conversation finds its system prompt and example still cached (a
-# separate planner prompt in between evicted them: ~500 tokens evaluated again at every subtask); the
-# summarizer reads the observations whole (the separate v1 prompt cut them at 150 characters, which hid the
-# coin at the end of a room's description); the induction record keeps each observation's head and tail
-# (`text.cut_middle`), where a room's description names what lies there and its exits. Tried on dev and
-# dropped (chapter 01): an executor without its thought, and references in place of observations the
-# conversation already held; on coin both lost games v2 won (the thought, or the repeated description, is
-# where this model notices the coin).
+# v3 (issue 35, second round): the summarizer is one more turn of the executor's own conversation
+# (`summarizer_turn`), so its prefix is the one the server has just evaluated and it reads the observations
+# whole (the separate v1 prompt cut them at 150 characters, which hid the coin at the end of a room's
+# description); the induction record keeps each observation's head and tail (`text.cut_middle`), where a
+# room's description names what lies there and its exits. Tried on dev and dropped (chapter 01): an
+# executor without its thought, references in place of observations the conversation already held, and
+# the planner as a turn of that conversation; on coin each lost games v2 won.
 PROMPT_VERSIONS = ("v1", "v2", "v3")
 
 

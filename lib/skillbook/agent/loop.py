@@ -129,14 +129,12 @@ class Agent:
         summary = ""
         context = {"task_id": task.id, "task_type": task.task_type, "env": task.env, "level": cfg.level,
                    "position": ep.position, "instruction": ep.instruction, "observation": obs}
-        conversation: list[dict] = []    # the last subtask's: from prompt v3 the summarizer and planner are turns of it
         for k in range(planner.max_subtasks):
             steps_left = cfg.max_steps - len(ep.steps)
             if steps_left <= 0:
                 ep.stop_reason = "step_budget"
                 return context
-            planned = planner.next_subtask(self, ep, summary, obs, steps_left, conversation,
-                                           world_ends=not env.conversational)
+            planned = planner.next_subtask(self, ep, summary, obs, steps_left)
             if planned is None:
                 ep.stop_reason = "planner_done"
                 return context
@@ -148,7 +146,7 @@ class Agent:
                                 retrieved=[s.id for s in skills], query=query)
             ep.subtasks.append(sub)
             ep.retrieved += sub.retrieved
-            conversation = []
+            conversation: list[dict] = []      # the executor's; from prompt v3 the summarizer is a turn of it
             obs = self._execute(env, ep, sub, summary, obs, skills, example, budget, conversation)
             sub.end = len(ep.steps)
             summary = planner.summarize(self, ep, summary, sub, conversation)

@@ -30,11 +30,8 @@ class TaskPlanner:
     def max_subtasks(self) -> int:
         return 1
 
-    def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int,
-                     conversation: list[dict], world_ends: bool = True):
-        """(description, step budget) of the next subtask, or None when the task is done; `conversation` is
-        the last subtask's conversation, summary turn included (empty before the first); `world_ends`: the
-        environment ends an episode itself when its task is complete (every benchmark but a conversation)."""
+    def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int):
+        """(description, step budget) of the next subtask, or None when the task is done."""
         return ep.instruction, steps_left
 
     def query(self, description: str, context: dict) -> str:
@@ -68,25 +65,10 @@ class SubtaskPlanner(TaskPlanner):
     def max_subtasks(self) -> int:
         return self.config.max_subtasks
 
-    def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int,
-                     conversation: list[dict], world_ends: bool = True):
-        version = self.config.prompts
-        if conversation and has("skillbook.agent", "planner_turn", version):
-            # From prompt v3, after the first subtask the planner is one more turn of the conversation that
-            # the summarizer just closed: the server holds its prefix, and the next executor conversation
-            # opens with the same system prompt and example, so they stay in the server's cache too (a
-            # separate planner prompt between them evicted both). It reads the goal, the summary it just
-            # wrote and the observation, as the paper's planner does, with the subtask's turns before them.
-            # It is not offered DONE where the world ends a complete task itself: there a DONE can only end a
-            # task early (the real case, the first v3 calibration on coin: after its own "Summary: The coin
-            # has been found", the turn said DONE in 23 of 28 episodes, none of them complete).
-            done = "" if world_ends else ' If the task is already complete, reply "Subtask: DONE".'
-            ask = template("planner_turn", version).strip().format(done_rule=done)
-            messages = [*conversation, {"role": "user", "content": ask}]
-        else:
-            prompt = template("planner", version).format(instruction=ep.instruction, summary=summary or "nothing yet",
-                                                         observation=cut(obs, 400))
-            messages = [{"role": "user", "content": prompt}]
+    def next_subtask(self, agent, ep: Episode, summary: str, obs: str, steps_left: int):
+        prompt = template("planner", self.config.prompts).format(
+            instruction=ep.instruction, summary=summary or "nothing yet", observation=cut(obs, 400))
+        messages = [{"role": "user", "content": prompt}]
         c = agent.call("planner", ep, messages, max_tokens=40)
         text = field(c.text, "subtask")
         if not text or text.strip(" .").upper() in ("DONE", "TASK DONE", "COMPLETE"):
@@ -100,8 +82,7 @@ class SubtaskPlanner(TaskPlanner):
         return f"Progress so far: {summary or 'nothing yet'}\nYour current subtask: {sub.description}\n"
 
     def summarize(self, agent, ep: Episode, summary: str, sub: Subtask, conversation: list[dict]) -> str:
-        """The summary after `sub`. From prompt v3 it is one more turn of `conversation`, which it extends by
-        that turn and its reply (the planner's next turn follows them)."""
+        """The summary after `sub`; from prompt v3 one more turn of `conversation`, the executor's."""
         version = self.config.prompts
         if has("skillbook.agent", "summarizer_turn", version):
             # One more turn of the executor's conversation (from prompt v3): everything before it is the
@@ -120,8 +101,6 @@ class SubtaskPlanner(TaskPlanner):
                                                    subtask=sub.description, steps=steps)
             messages = [{"role": "user", "content": prompt}]
         c = agent.call("summarizer", ep, messages, max_tokens=80)
-        if has("skillbook.agent", "summarizer_turn", version):
-            conversation[:] = [*messages, {"role": "assistant", "content": c.text.strip()}]
         sub.summary = field(c.text, "summary") or summary
         return sub.summary
 
