@@ -20,17 +20,13 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis import render_claims
+from ..papers import PAPERS, paper_of
 
-PAPERS = {   # bibliography key → the paper's short name (references.bib holds the rest)
-    "breakdown": "Break it down, pass it on",
-    "assay": "Assay",
-    "skillrl": "SkillRL",
-    "skillc": "SKILLC",
-}
-CHAPTER_PAPER = {"01_agents": "breakdown", "02_induction": "breakdown", "03_retrieval": "breakdown",
-                 "04_transfer": "breakdown", "05_utility": "breakdown", "06_assay": "assay",
-                 "07_skillrl": "skillrl", "08_credit": "skillc", "09_study": "breakdown",
-                 "11_ceiling": "breakdown"}
+
+def titles() -> dict[str, str]:
+    """Bibliography key → the paper's short name, from the one registry of papers (`papers.PAPERS`;
+    references.bib holds the rest), read when asked, so that a paper registered later is included."""
+    return {key: paper.title for key, paper in PAPERS.items()}
 INTERIM = "(interim: no verdict before n is reached)"
 NUMERIC = ["n", "n_tasks", "n_clusters", "estimate", "ci_low", "ci_high", "p", "p_holm", "mde", "expected_sign"]
 # what a record written before claims stated their unit and kind holds: claims of a paper, unit not named
@@ -77,7 +73,7 @@ def collect_claims(chapters: list[str], roots: list[Path]) -> tuple[pd.DataFrame
             t[col] = pd.to_numeric(t[col], errors="coerce") if col in t else float("nan")
         t = _with_defaults(t)
         t.insert(0, "chapter", chapter)
-        t.insert(1, "key", CHAPTER_PAPER.get(chapter, ""))
+        t.insert(1, "key", paper_of(chapter))
         t["anchor"], t["interim"] = record["anchor"], bool(record.get("interim"))
         frames.append(t)
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), missing
@@ -98,7 +94,7 @@ def findings_frame(claims: pd.DataFrame) -> pd.DataFrame:
     verdict = [INTERIM if interim else v for v, interim in zip(shown["verdict"], claims["interim"])]
     # The verdict right after the measurement: at a laptop's page width the last columns scroll out of
     # view, and the verdict is what a reader of this table came for.
-    return pd.DataFrame({"paper": [PAPERS.get(k, k) for k in claims["key"]], "chapter": claims["chapter"],
+    return pd.DataFrame({"paper": [titles().get(k, k) for k in claims["key"]], "chapter": claims["chapter"],
                          "claim": shown["claim"], "paper reports": shown["paper"],
                          "this book [95% CI]": shown["measured [95% CI]"], "verdict": verdict, "p": p,
                          "n": shown["n"], "test": test, "role": shown["role"], "note": shown["note"]})
@@ -154,9 +150,9 @@ def tally(claims: pd.DataFrame) -> pd.DataFrame:
     if claims.empty:
         return pd.DataFrame()
     kind = _verdict_kind(claims).where(~claims["interim"], "interim")
-    out = (pd.DataFrame({"paper": [PAPERS.get(k, k) for k in claims["key"]], "verdict": kind})
+    out = (pd.DataFrame({"paper": [titles().get(k, k) for k in claims["key"]], "verdict": kind})
            .groupby(["paper", "verdict"]).size().unstack(fill_value=0))
-    order = [p for p in PAPERS.values() if p in out.index]
+    order = [p for p in titles().values() if p in out.index]
     cols = [c for c in ("supported", "contradicted", "not resolved", "not tested", "interim") if c in out]
     return out.loc[order, cols]
 
@@ -229,7 +225,7 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
     out = [f"Of the {int(paper.sum())} claims of the four papers that the chapters record, {were} "
            "resolved at the sizes these runs have (\"not resolved\": the test could not tell an effect from "
            "none at that size; it does not say that there is none)."]
-    for key, name in PAPERS.items():
+    for key, name in titles().items():
         mine = claims[paper & (claims["key"] == key)]
         if mine.empty:
             continue

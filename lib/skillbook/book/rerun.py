@@ -6,7 +6,7 @@
 `rerun` (1) checks the chapter and every `--set` against the chapter's parameters cell (names and
 types) and refuses a target folder that is a profile's or holds tracked files, before anything else;
 (2) copies into `runs/<into>/` the records the chapter reads — its own folder, the folders it shares
-with other chapters (`RECORDS`), chapter 09's study records, the claims records for chapter 10 —
+with other chapters (`shared_records`), chapter 09's study records, the claims records for chapter 10 —
 unless `runs/<into>/` already has them (a second rerun builds on the first); (3) says what changes and
 what the recorded run cost; (4) executes the chapter with the profile's parameters and its
 per-chapter overrides exactly as `make book` does (`execute`), plus the `--set` values, first as a
@@ -29,11 +29,17 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..papers import PAPERS
 from ..profiles import ProfileError, load_profile, profiles, project_root
 
+
 # chapter → run folders it reads besides its own, in the profile's folder of records
-RECORDS = {"02_induction": ["transfer"], "03_retrieval": ["transfer"], "04_transfer": ["transfer"],
-           "05_utility": ["transfer"], "08_credit": ["transfer"]}
+def shared_records(chapter: str) -> list[str]:
+    """The run folders `chapter` reads that another chapter wrote (`papers.Paper.shared`)."""
+    return [f for paper in PAPERS.values() for f in paper.shared.get(chapter, ())]
+
+
+
 # chapter 09 keeps its records in runs/<study_profile>/ (the study runs for days, apart from the book)
 STUDY_RECORDS = {"09_study": ["streams", "calibration", "09_study"]}
 FINDINGS = "10_findings"          # reads every chapter's claims.json
@@ -112,7 +118,7 @@ def copy_records(chapter: str, params: dict, source: Path, study: Path, target: 
                  chapters: list[str]) -> tuple[list[str], list[str]]:
     """Copy what `chapter` reads into `target`; the names of what was copied now, and of what the target
     held already."""
-    pairs = [(source / f, target / f) for f in [chapter, *RECORDS.get(chapter, [])]]
+    pairs = [(source / f, target / f) for f in [chapter, *shared_records(chapter)]]
     pairs += [(study / f, target / f) for f in STUDY_RECORDS.get(chapter, [])]
     if chapter == FINDINGS:
         for c in chapters:

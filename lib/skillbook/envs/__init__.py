@@ -20,7 +20,24 @@ from .tau2 import Tau2Bench
 from .textworld_express import TextWorldExpress
 from .units import unit_counts, unit_name, units
 
-ENVS = {"sciworld": ScienceWorld, "twx": TextWorldExpress, "tau2": Tau2Bench}
+# The one registry of benchmarks: a task id's first part names its entry (docs/HOWTO.md: how to add one).
+ENVS: dict[str, type] = {"sciworld": ScienceWorld, "twx": TextWorldExpress, "tau2": Tau2Bench}
+
+
+def register_env(name: str):
+    """Class decorator: make an `Env` class the benchmark `name` (task ids `name/<type>/<split>/<index>`,
+    `make_env`, `EnvPool`, every runner). The class states `name` itself, as the protocol asks."""
+    if not isinstance(name, str) or not name.replace("_", "").isalnum() or name != name.lower():
+        raise ValueError(f"an env name is lowercase letters, digits and '_' (it starts every task id), got {name!r}")
+
+    def add(cls: type) -> type:
+        if ENVS.get(name, cls) is not cls:
+            raise ValueError(f"env {name!r} is registered already ({ENVS[name].__name__})")
+        if getattr(cls, "name", name) != name:
+            raise ValueError(f"{cls.__name__}.name is {cls.name!r}, registered as {name!r}")
+        ENVS[name] = cls
+        return cls
+    return add
 
 
 def make_env(name: str, **options) -> Env:
@@ -61,5 +78,6 @@ __all__ = ["repeatable_gold_actions", "units", "unit_counts", "unit_name", "SPLI
            "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks", "task_frame", "task_texts", "task_text",
            "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id",
            "catalogue", "gold_lengths", "split_table", "with_difficulty", "difficulty_key", "JAVA_MISSING",
-           "require_java", "ScienceWorld", "TextWorldExpress", "Tau2Bench", "ENVS", "make_env", "canonical_options",
+           "require_java", "ScienceWorld", "TextWorldExpress", "Tau2Bench", "ENVS", "register_env", "make_env",
+           "canonical_options",
            "simulator_revisions"]

@@ -95,6 +95,7 @@ class Env(Protocol):
     options: dict                   # the constructor options (make_env(name, **options) makes an equal env)
     TASK_TEXT: str                  # how a task is named for retrieval:
                                     # "instruction+observation" | "observation+instruction"
+    TASK_TYPES: tuple[str, ...]     # the task types, on the class: task ids are checked before an env opens
 
     def task_types(self) -> list[str]: ...
     def tasks(self, split: str, task_types: list[str] | None = None) -> list[Task]: ...

@@ -6,3 +6,49 @@
     skillrl     SkillRL — a hierarchical SkillBank distilled from successes and failures, evolved
     skillc      SKILLC — contrastive credit assignment over the steps of a success, macro skills
 """
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Paper:
+    """What the book needs to know about a paper, in one place (docs/HOWTO.md: how to add one).
+
+    `key` is its folder under `papers/` and its key in `references.bib`; `chapters` are the chapters whose
+    claims records are its claims (chapter 10 groups them under `title`); `shared` names, per chapter, the
+    run folders it reads that another chapter wrote (`make rerun` copies them with the chapter)."""
+    key: str
+    title: str
+    chapters: tuple[str, ...]
+    shared: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+PAPERS: dict[str, Paper] = {}
+
+
+def register_paper(paper: Paper) -> Paper:
+    """Add `paper` to the registry (its key once; a chapter belongs to one paper)."""
+    if paper.key in PAPERS:
+        raise ValueError(f"a paper with key {paper.key!r} is registered already: {PAPERS[paper.key].title}")
+    taken = {c: p.key for p in PAPERS.values() for c in p.chapters}
+    clash = [c for c in paper.chapters if c in taken]
+    if clash:
+        raise ValueError(f"chapter(s) {clash} belong to paper {taken[clash[0]]!r} already")
+    PAPERS[paper.key] = paper
+    return paper
+
+
+def paper_of(chapter: str) -> str:
+    """The key of the paper whose claims `chapter` measures ("" for a chapter of no paper)."""
+    return next((p.key for p in PAPERS.values() if chapter in p.chapters), "")
+
+
+# The transfer run (chapter 02's) is read by the first paper's later chapters and by SKILLC's.
+register_paper(Paper("breakdown", "Break it down, pass it on",
+                     ("01_agents", "02_induction", "03_retrieval", "04_transfer", "05_utility", "09_study",
+                      "11_ceiling"),
+                     {c: ("transfer",) for c in ("02_induction", "03_retrieval", "04_transfer", "05_utility")}))
+register_paper(Paper("assay", "Assay", ("06_assay",)))
+register_paper(Paper("skillrl", "SkillRL", ("07_skillrl",)))
+register_paper(Paper("skillc", "SKILLC", ("08_credit",), {"08_credit": ("transfer",)}))
