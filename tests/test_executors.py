@@ -265,8 +265,9 @@ def test_merged_entries_are_checked_as_on_import(tmp_path):
 # -- the one command -------------------------------------------------------------------------------------------
 def test_the_book_command_refuses_a_wrong_executor_before_running_anything(monkeypatch):
     from skillbook import book
+    from skillbook.book import execution
     ran = []
-    monkeypatch.setattr(book, "_execute_plans", lambda *a, **kw: ran.append(dict(__import__("os").environ)))
+    monkeypatch.setattr(execution, "_execute_plans", lambda *a, **kw: ran.append(dict(__import__("os").environ)))
     with pytest.raises(SystemExit, match="unknown executor 'dask'; valid executors: threads, ray"):
         book.main(["execute", "--profile", "smoke", "--executor", "dask"])
     with pytest.raises(SystemExit, match="unknown serving mode 'fast'; valid: deterministic, concurrent"):

@@ -85,12 +85,12 @@ def test_every_chapter_parameter_has_a_declared_domain():
 def book_copy(tmp_path, monkeypatch):
     """The book's chapters, profiles and table of contents in a folder of their own; executing is recorded,
     never done."""
-    import skillbook.book as book
+    import skillbook.book.execution as execution
     for name in ("_toc.yml", "chapters", "profiles"):
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copyfile
         copy(ROOT / name, tmp_path / name)
     ran = []
-    monkeypatch.setattr(book, "_execute_plans", lambda plans, *a: ran.append(plans) or [])
+    monkeypatch.setattr(execution, "_execute_plans", lambda plans, *a: ran.append(plans) or [])
     return tmp_path, ran
 
 

@@ -294,7 +294,6 @@ def test_train_policy_runs_every_stage_then_resumes_from_its_records(tokenizer, 
     replaced, the policies answered by the fake model): data → SFT → two GRPO rounds, each validated with the
     bank evolved → test conditions; a second call trains nothing; a replay that would have to train stops
     before loading any model."""
-    import skillbook.llm
     from fakes import FakeModel, solve
     from skillbook.agent import Agent, AgentConfig
     from skillbook.envs import make_env
@@ -314,7 +313,7 @@ def test_train_policy_runs_every_stage_then_resumes_from_its_records(tokenizer, 
     monkeypatch.setattr(T, "load_base", load_base)
     monkeypatch.setattr(T, "export_policy", lambda base, adapters, targets, export=True: exported.append(
         (len(adapters), export)) or f"embedded:{base}+{T.policy_id(adapters, targets)}")
-    monkeypatch.setattr(skillbook.llm, "get_llm", lambda backend, cache, seed=0: FakeModel(solve))
+    monkeypatch.setattr(T, "get_llm", lambda backend, cache, seed=0: FakeModel(solve))
     tasks = {"dev": ["fake/fetch/dev/0", "fake/count/dev/0"], "test": ["fake/fetch/test/0", "fake/fetch/test/1"]}
     config = config_from(sft_epochs=1, sft_batch=2, group=4, states_per_step=1, grpo_steps=2, validate_every=1,
                          max_completion_tokens=6, lora_r=4, lora_alpha=8)

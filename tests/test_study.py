@@ -145,13 +145,12 @@ def test_a_stopped_run_ends_with_its_message_not_a_traceback(tmp_path, monkeypat
     # Real case: `study stop` (SIGINT) left a 12-line traceback ending in Interrupted in study.log.
     import pytest
 
-    from skillbook import llm as llm_mod
     from skillbook.papers.breakdown import study
 
     def stopped(*a, **k):
         raise study.Interrupted("stopped; finished episodes are recorded in X, run again to resume")
     monkeypatch.setattr(study, "run_study", stopped)
-    monkeypatch.setattr(llm_mod, "get_llm", lambda *a, **k: None)
+    monkeypatch.setattr(study, "get_llm", lambda *a, **k: None)
     with pytest.raises(SystemExit) as e:
         study.main(["run", "--profile", "study", "--runs-root", str(tmp_path)])
     assert e.value.code == 130

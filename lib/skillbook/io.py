@@ -90,6 +90,8 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
 def _encode(value: Any) -> Any:
     """JSON for a stored result: plain values as they are, a DataFrame as its columns and rows (Python
     floats, so every digit survives: pandas' own JSON keeps 10)."""
+    # deferred: pandas takes ~0.5 s to import; only stored results need it, and io is imported by modules
+    # that use neither (skillbook.llm, the model server's process)
     import numpy as np
     import pandas as pd
     if isinstance(value, pd.DataFrame):
@@ -107,7 +109,7 @@ def _encode(value: Any) -> Any:
 
 
 def _decode(value: Any) -> Any:
-    import pandas as pd
+    import pandas as pd  # deferred: ~0.5 s; see _encode
     if isinstance(value, dict):
         if "__frame__" in value:
             f = value["__frame__"]

@@ -88,7 +88,9 @@ def fetch_wheels(dest: Path, requirements: list[str], python: str = sys.executab
 
 def fetch(kit: Path, root: Path, pins: list[str], wheels: bool = True, say=print) -> dict:
     """Everything a participant needs, into `kit` (see the module docstring)."""
-    from skillbook.book import ASSETS_DIR, assets  # the project is installed where a kit is made
+    # deferred: `check` runs this file with the standard library alone, before skillbook is installed (the
+    # project is installed where a kit is made)
+    from skillbook.book import ASSETS_DIR, assets
     from skillbook.io import cache_dir
     kit = Path(kit).resolve()
     kit.mkdir(parents=True, exist_ok=True)
@@ -139,7 +141,7 @@ def fetch(kit: Path, root: Path, pins: list[str], wheels: bool = True, say=print
 def install(kit: Path, root: Path, say=print) -> list[str]:
     """Copy the kit's book assets into the project and its cache into the per-user cache (nothing that
     exists is overwritten). The Python packages are installed before, by pip (make install-offline)."""
-    from skillbook.book import ASSETS_DIR
+    from skillbook.book import ASSETS_DIR  # deferred: as in fetch
     from skillbook.io import cache_dir
     kit = Path(kit)
     check(kit)
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
             m = check(Path(args.dir))
             print(f"[kit] {args.dir}: wheels for Python {m['python']} on {m['platform']}")
             return
-        from skillbook.profiles import project_root
+        from skillbook.profiles import project_root  # deferred: as in fetch
         if args.cmd == "fetch":
             fetch(Path(args.dir), project_root(), args.pin, wheels=not args.no_wheels)
         else:

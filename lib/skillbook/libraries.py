@@ -12,10 +12,15 @@ their formats); the Agent Skills format itself is `skills/agentskills.py`.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
+from .papers.skillrl.bank import bank_from_json
+from .profiles import project_root
+from .run.streams import RunDir
 from .skills.agentskills import AgentSkillsError, export_skills, import_skills
 from .skills.library import SkillLibrary
 from .skills.record import Skill
@@ -35,13 +40,11 @@ def _library_of_file(path: Path) -> list[Skill] | None:
     if isinstance(obj, dict) and "skills" in obj and "format" in obj:
         return list(SkillLibrary().load_state(obj))
     if isinstance(obj, dict) and "general_skills" in obj:
-        from .papers.skillrl.bank import bank_from_json
         return list(bank_from_json(obj)[0])
     return None
 
 
 def _library_of_run(path: Path) -> list[Skill] | None:
-    from .run.streams import RunDir
     if not (path / "run.json").exists() or not (path / "memory").is_dir():
         return None
     run = RunDir(path)
@@ -98,7 +101,6 @@ def export_run(root: str | Path, dest: str | Path) -> dict[str, list[Path]]:
 
 def run_name(root: Path) -> str:
     """The run folder as provenance: relative to the project when inside it (no machine's path)."""
-    from .profiles import project_root
     try:
         return Path(root).resolve().relative_to(project_root().resolve()).as_posix()
     except (ValueError, FileNotFoundError):
@@ -109,7 +111,6 @@ def export_preview(root: str | Path, show: str | None = None, where: str | None 
     """Markdown for a chapter: the libraries under `root` as Agent Skills (exported into a temporary
     folder, so a replay writes nothing), the command that writes them, and one skill's SKILL.md — the
     first of library `show` (default: the largest). `where` is `root` as the reader should type it."""
-    import tempfile
     found = libraries_in(root) if Path(root).exists() else {}
     if not found:
         return f"No skill library was recorded under `{where or root}`."
@@ -129,7 +130,6 @@ def export_preview(root: str | Path, show: str | None = None, where: str | None 
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
     ap = argparse.ArgumentParser(prog="python -m skillbook.libraries", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

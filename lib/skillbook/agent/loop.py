@@ -25,7 +25,7 @@ from ..llm import LLM, Completion, LLMError
 from ..memory import MemoryPolicy, NoMemory
 from ..prompts import check_version
 from ..records import Call, Episode, Step, Subtask
-from ..skills.sandbox import JailStartError
+from ..skills.sandbox import JailStartError, JailUnavailable, Limits, SkillCallError, parse_call, run
 from ..text import cut
 from .parsing import match_action, normalize, parse_reply, suggestions
 from .planner import PLANNERS, template
@@ -265,7 +265,6 @@ class Agent:
 
     def _macro(self, env, ep: Episode, sub: Subtask, parsed, raw: str, call: Call, budget: int):
         """Run a retrieved code skill as one macro action; each command it issues is a recorded step."""
-        from ..skills.sandbox import JailUnavailable, Limits, SkillCallError, parse_call, run
         try:
             name, args = parse_call(parsed.action[5:])
         except SkillCallError as e:

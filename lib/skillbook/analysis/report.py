@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from .claims import units_text
@@ -112,5 +113,4 @@ def apart(summary: pd.DataFrame, measure: str) -> list[str]:
 
 def positions_at(values, x) -> str:
     """The 1-based positions where `values` equal `x` (within float tolerance): "2 and 3"."""
-    import numpy as np
     return " and ".join(str(i + 1) for i in np.flatnonzero(np.isclose(values, x)))

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 from scipy.optimize import brentq
+from scipy.special import gammaln, xlogy
 
 # ---------------------------------------------------------------------------------------------------------
 # small helpers
@@ -571,7 +572,6 @@ def halfwidth_paired_binary(n: int, discordance: float, delta: float = 0.0, p_a:
     if method != "newcombe":
         raise ValueError(f"method must be 'newcombe' or 'normal', got {method!r}")
     p11, p10, p01, p00 = _paired_cells(discordance, delta, p_a)
-    from scipy.special import gammaln, xlogy
     i, j = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")   # i = only b, j = only a
     total = 0.0
     marg = _st.binom.pmf(np.arange(n + 1), n, p11)
@@ -779,7 +779,7 @@ def cluster_slope(df: pd.DataFrame, x: str, y: str, cluster: str, within: str | 
     Rows with a missing x, y or cluster are dropped. Raises ValueError with fewer than 2 clusters;
     NaN estimate when x does not vary.
     """
-    import statsmodels.api as sm
+    import statsmodels.api as sm  # deferred: ~0.7 s more on importing skillbook.analysis; only cluster_slope needs it
     cols = [x, y, cluster] + ([within] if within else [])
     d = df[cols].dropna()
     n = len(d)

@@ -19,9 +19,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
 import yaml
 
+from ..io import atomic_write_text
 from ..profiles import ProfileError, project_root
+from .execution import execution_plan, toc_chapters
 
 CELL_ID = "exercises"
 PAGE = "workshop.md"        # the facilitator's page: its table of times is written from the same file
@@ -84,7 +87,6 @@ def path(root: Path | None = None) -> Path:
 def load(root: Path | None = None) -> dict[str, list[Exercise]]:
     """chapter → its exercises, in book order; every field and every re-execution's parameters checked
     (names and types against the chapter's parameters cell, as `make rerun` checks them)."""
-    from . import execution_plan, toc_chapters
     root = root or project_root()
     where = path(root)
     data = yaml.safe_load(where.read_text()) or {}
@@ -138,7 +140,6 @@ def render(chapter: str, exercises: list[Exercise]) -> str:
 
 
 def cell(chapter: str, exercises: list[Exercise]):
-    import nbformat
     c = nbformat.v4.new_markdown_cell(render(chapter, exercises))
     c["id"] = CELL_ID
     return c
@@ -147,7 +148,6 @@ def cell(chapter: str, exercises: list[Exercise]):
 def apply(notebook: Path, new_cell, write: bool = True) -> bool:
     """Put `new_cell` at the end of `notebook` (replacing the cell with its id); True when that changed it.
     Only the exercises cell is replaced or added: every other cell and output stays as it is."""
-    import nbformat
     nb = nbformat.read(notebook, as_version=4)
     old = [i for i, c in enumerate(nb.cells) if c.get("id") == CELL_ID]
     if old and old == [len(nb.cells) - 1] and nb.cells[-1].source == new_cell.source \
@@ -160,7 +160,6 @@ def apply(notebook: Path, new_cell, write: bool = True) -> bool:
             new_cell.metadata = nb.cells[old[-1]].metadata
         nb.cells = [c for c in nb.cells if c.get("id") != CELL_ID] + [new_cell]
         if executed(notebook):
-            from ..io import atomic_write_text
             atomic_write_text(notebook, nbformat.writes(nb))    # as `normalize_notebook` writes it
         else:
             nbformat.write(nb, notebook)

@@ -17,6 +17,7 @@ import json
 from html import escape
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 
 from ..analysis import render_claims
@@ -35,7 +36,6 @@ DEFAULTS = {"kind": "paper", "unit": "", "note": "", "test": ""}
 
 def chapter_titles(chapters_dir: Path) -> dict[str, str]:
     """chapter name → the title of its source notebook (its first '# ' heading)."""
-    import nbformat
     out = {}
     for path in sorted(Path(chapters_dir).glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)

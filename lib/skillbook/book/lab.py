@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import platform
 import time
@@ -14,8 +15,14 @@ import pandas as pd
 
 import skillbook
 
+from ..analysis import claims_table, render_claims
 from ..envs import make_env
-from ..io import atomic_write_json, atomic_write_text
+from ..io import atomic_write_json, atomic_write_text, stored, write_text_if_changed
+from ..llm import DEFAULT_BACKEND, ResponseCache, get_llm
+from ..profiles import project_root
+from ..skills.embeddings import get_embedder
+from .findings import INTERIM
+from .reading import claims_anchor
 
 SERVING = ("deterministic", "concurrent")
 ENV_SERVING = "SKILLBOOK_SERVING"
@@ -64,9 +71,6 @@ class Lab:
     def __init__(self, chapter: str, profile: str = "workshop", backend: str | None = None,
                  seed: int = 0, runs_root: str | None = None, records: str | None = None):
         """`records` names a run directory shared by several chapters (e.g. 'transfer'); default: the chapter's."""
-        from ..llm import DEFAULT_BACKEND, ResponseCache, get_llm
-        from ..profiles import project_root
-
         self.chapter, self.profile, self.seed = chapter, profile, seed
         # Plots that draw from numpy's global generator (seaborn's stripplot jitter) are then the same on
         # every execution, so a replayed chapter rewrites no figure.
@@ -86,7 +90,6 @@ class Lab:
         self.cache = ResponseCache.for_run(self.run_dir)
         # The vectors this chapter embeds are kept beside its records and read first on a replay (see
         # skills.embeddings): the same numbers on any CPU, and nothing to embed on a fresh machine.
-        from ..skills.embeddings import get_embedder
         get_embedder().record_to(self.run_dir / f"vectors-{chapter}.bin.gz")
         self.llm = get_llm(backend or DEFAULT_BACKEND, self.cache, seed=seed,
                            deterministic=serving() == "deterministic")
@@ -97,7 +100,6 @@ class Lab:
     def where(self) -> str:
         """The records folder as a reader should see it: relative to the project when inside it
         (`runs/workshop/02_induction/`), else the path given by `runs_root`."""
-        from ..profiles import project_root
         try:
             return f"{self.run_dir.resolve().relative_to(project_root().resolve())}/"
         except ValueError:
@@ -121,7 +123,6 @@ class Lab:
         return the closing table: backend, model identity, calls, cache hits, tokens."""
         for env in self._envs:
             env.close()
-        from ..skills.embeddings import get_embedder
         try:
             get_embedder().save_record()
         except OSError as e:
@@ -138,7 +139,6 @@ class Lab:
             atomic_write_json(recorded, s, indent=1)
         elif recorded.exists():
             # a replay: the page shows what the recorded live run cost, beside what this execution did
-            import json
             r = json.loads(recorded.read_text())
             keep = ("backend", "model_identity", "deterministic", "calls", "live_calls", "cache_hits",
                     "prompt_tokens", "completion_tokens", "live_seconds", "recorded_model_seconds", "errors",
@@ -164,7 +164,6 @@ class Lab:
     def keep_text(self, name: str, text: str) -> None:
         """Keep `text` as `<run_dir>/<name>` for pages outside the notebook (the start page includes chapter
         10's findings), written only when it changes; over read-only records it is left as it is."""
-        from ..io import write_text_if_changed
         try:
             write_text_if_changed(self.run_dir / name, text)
         except OSError as e:
@@ -176,7 +175,6 @@ class Lab:
         (everything it is computed from): read when the key matches, computed and replaced when not
         (`io.stored`). For results a replay must not recompute: costly, or CPU-dependent in their last
         digits (chapter 05's scores against the 17,089-task catalogue)."""
-        from ..io import stored
         return stored(self.run_dir / f"stored-{self.chapter}-{name}.json.gz", key, compute)
 
     def claims(self, table, *, interim: bool = False):
@@ -184,11 +182,6 @@ class Lab:
         chapter) and return it rendered for the page (`render_claims`). `table` is a `claims_table` frame
         or the list of claims; `interim`: a study still running; its verdicts are replaced by the interim label.
         The file is rewritten only when its content changes, so a replay leaves it untouched."""
-        import json
-
-        from ..analysis import claims_table, render_claims
-        from .findings import INTERIM
-        from .reading import claims_anchor
         if not isinstance(table, pd.DataFrame):
             table = claims_table(table)
         if interim:

@@ -1,14 +1,19 @@
 """Measurements of the laboratory chapter: model speed, a gold trajectory, the cost of a model step."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..agent import Agent, AgentConfig
 from ..envs.base import Env
 from ..llm import LLM
+from ..papers.breakdown.pipeline import condition
+from ..profiles import project_root
 from ..records import dependency
+from ..run import load_condition, run_condition
 from ..text import cut
 
 _FILLER = ("The agent walks through the house, opens doors, looks around, picks up objects, "
@@ -63,7 +68,6 @@ def step_costs(llm: LLM, env: Env, task_id: str, steps: int = 3) -> pd.DataFrame
     Each step's prompt extends the previous one (the conversation is append-only), which is where the
     server's prompt cache pays: `new_prompt_tokens` is what the server actually had to prefill.
     """
-    from ..agent import Agent, AgentConfig
     ep = Agent(llm, AgentConfig(level="task", max_steps=steps)).run(env, task_id)
     if ep.error:
         raise RuntimeError(f"the cost probe failed: {ep.error}")
@@ -92,8 +96,6 @@ def episode_profile(llm: LLM, run_dir, tasks: list[str], conditions=("subtask-no
 
     The server's timings reach the record of a call only as `new_prompt_tokens`; the rest is taken here from
     each answer as it returns (the calls are sequential, and a call's latency identifies it)."""
-    from ..papers.breakdown.pipeline import condition
-    from ..run import load_condition, run_condition
     seen: dict[float, dict] = {}
     chat = llm.chat
 
@@ -170,9 +172,6 @@ def bench_records(folder=None) -> dict:
     deterministic stream; `speed` (`--speed`): episodes per hour and success of the old and new code on
     the same distinct dev games, the new code at the newest prompt version (`speed_v2`: the same at v2,
     measured before v3 existed)."""
-    import json
-
-    from . import project_root
     folder = Path(folder) if folder is not None else project_root() / "runs" / "bench"
     read = lambda name: json.loads((folder / name).read_text()) if (folder / name).exists() else None  # noqa: E731
     out: dict = {"profile": None, "reference": None, "serving": None, "sweep": None, "concurrency": None,

@@ -1,6 +1,6 @@
 """What each chapter parameter may be: one declared domain per parameter name, checked before any model time.
 
-`check_parameters` (book/__init__.py) checks a value's type against the chapter's default; the domains
+`check_parameters` (book/execution.py) checks a value's type against the chapter's default; the domains
 here check what the type cannot: that a backend parses, that task types, splits, envs and conditions
 exist, that counts are positive. A misspelt value used to fail only inside the chapter that used it,
 after the chapters before it had run live (`make book` on a laptop: hours). The domains call the same
@@ -17,6 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .. import envs  # `envs.ENVS`: the registry as it is when a value is checked (`register_env`)
+from ..envs import SPLITS, TASK_TEXTS, TaskIdError, parse_task_id, parse_task_types
+from ..envs.tau2 import DOMAINS
+from ..llm import BackendError, parse_backend
+from ..papers.assay.pipeline import OUTCOMES
+from ..papers.breakdown.induction import PROMPT_LEVELS
+from ..papers.breakdown.pipeline import CONDITIONS as BREAKDOWN_CONDITIONS
+from ..papers.skillc.pipeline import CREDIT_SOURCES
+from ..papers.skillrl.memory import MODES
+from ..papers.skillrl.training import CONDITIONS as TRAINING_CONDITIONS
+from ..papers.skillrl.training import check_base
+from ..profiles import ProfileError, load_profile, profiles
+from ..skills.agentskills import AgentSkillsError, import_skills
 
 Domain = Callable[[Any, Path], "str | None"]
 
@@ -69,7 +83,7 @@ def number(low: float, high: float | None = None, *, open_low: bool = True) -> D
 
 
 def one_of(choices: Callable[[], tuple]) -> Domain:
-    """One of a registry's names (read when checked, so this module imports no paper)."""
+    """One of a registry's names (read when checked)."""
     def check(value, root: Path) -> str | None:
         valid = choices()
         return None if value in valid else f"is not one of the valid choices: {', '.join(map(str, valid))}"
@@ -95,7 +109,6 @@ def list_of_positive(value, root: Path) -> str | None:
 
 
 def backend(value, root: Path) -> str | None:
-    from ..llm import BackendError, parse_backend
     try:
         parse_backend(value)
     except BackendError as e:
@@ -109,7 +122,6 @@ def backend_or_empty(value, root: Path) -> str | None:
 
 
 def task_types(value, root: Path) -> str | None:
-    from ..envs import TaskIdError, parse_task_types
     try:
         parse_task_types(value)
     except TaskIdError as e:
@@ -126,7 +138,6 @@ def catalogue_types(value, root: Path) -> str | None:
 
 def task_ids(value, root: Path) -> str | None:
     """Comma-separated task ids '<env>/<task type>/<split>/<index>' (the index is checked by the chapter)."""
-    from ..envs import TaskIdError, parse_task_id, parse_task_types
     try:
         for item in _items(value):
             env, tt, _, _ = parse_task_id(item)
@@ -137,7 +148,6 @@ def task_ids(value, root: Path) -> str | None:
 
 
 def _splits() -> tuple:
-    from ..envs import SPLITS
     return SPLITS
 
 
@@ -157,7 +167,6 @@ def train_base(value, root: Path) -> str | None:
     """"" (skip the training section) or a policy model `training.check_base` accepts."""
     if value == "":
         return None
-    from ..papers.skillrl.training import check_base
     try:
         check_base(value)
     except ValueError as e:
@@ -167,7 +176,6 @@ def train_base(value, root: Path) -> str | None:
 
 def _profiles_with(section: str, root: Path) -> list[str]:
     """The profiles that have a `section:` (a study's design: `study`, `ceiling`); a broken one has none."""
-    from ..profiles import ProfileError, load_profile, profiles
 
     def has(name):
         try:
@@ -193,7 +201,6 @@ def skills_folder(value, root: Path) -> str | None:
     """"" (no imported skills) or a folder of Agent Skills that imports cleanly (relative to the project)."""
     if value == "":
         return None
-    from ..skills.agentskills import AgentSkillsError, import_skills
     path = Path(value) if Path(value).is_absolute() else root / value
     try:
         import_skills(path)
@@ -202,10 +209,9 @@ def skills_folder(value, root: Path) -> str | None:
     return None
 
 
-# -- the registries the chapters use (imported when a value is checked) ----------------------------------
+# -- the registries the chapters use (read when a value is checked) --------------------------------------
 def _envs() -> tuple:
-    from ..envs import ENVS
-    return tuple(ENVS)
+    return tuple(envs.ENVS)
 
 
 def _assay_envs() -> tuple:
@@ -213,42 +219,34 @@ def _assay_envs() -> tuple:
 
 
 def _breakdown_conditions() -> tuple:
-    from ..papers.breakdown.pipeline import CONDITIONS
-    return CONDITIONS
+    return BREAKDOWN_CONDITIONS
 
 
 def _training_conditions() -> tuple:
-    from ..papers.skillrl.training import CONDITIONS
-    return CONDITIONS
+    return TRAINING_CONDITIONS
 
 
 def _prompt_levels() -> tuple:
-    from ..papers.breakdown.induction import PROMPT_LEVELS
     return PROMPT_LEVELS
 
 
 def _task_texts() -> tuple:
-    from ..envs import TASK_TEXTS
     return TASK_TEXTS
 
 
 def _outcomes() -> tuple:
-    from ..papers.assay.pipeline import OUTCOMES
     return OUTCOMES
 
 
 def _domains() -> tuple:
-    from ..envs.tau2 import DOMAINS
     return DOMAINS
 
 
 def _retrieval_modes() -> tuple:
-    from ..papers.skillrl.memory import MODES
     return MODES
 
 
 def _credit_sources() -> tuple:
-    from ..papers.skillc.pipeline import CREDIT_SOURCES
     return CREDIT_SOURCES
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from html import escape
 
+import ipywidgets as widgets
+
 from ..records import Episode, Step
 
 _CSS = ("<style>.sb-traj{font-size:0.85em;line-height:1.35}.sb-traj details{margin:0.3em 0 0.3em 0.8em}"
@@ -45,8 +47,6 @@ def episode_html(ep: Episode, open_subtasks: bool = False) -> str:
 
 def trajectory_browser(episodes: list[Episode], label=None):
     """A Dropdown over episodes showing each one's nested trajectory (works in static HTML too)."""
-    import ipywidgets as widgets
-
     label = label or (lambda e: f"{e.agent:8s} {e.task_id}  score {e.score:.2f}")
     pages = [widgets.HTML(episode_html(e)) for e in episodes]
     stack = widgets.Stack(pages, selected_index=0 if pages else None)

@@ -29,8 +29,12 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
+import nbformat
+import yaml
+
 from ..papers import PAPERS
 from ..profiles import ProfileError, load_profile, profiles, project_root
+from .execution import execute, execution_plan, toc_chapters
 
 
 # chapter → run folders it reads besides its own, in the profile's folder of records
@@ -68,7 +72,6 @@ class ReplayNeedsModel(RuntimeError):
 
 def parse_sets(items: list[str]) -> dict:
     """['n_buckets=4', 'split=dev'] → {'n_buckets': 4, 'split': 'dev'} (values read as YAML scalars)."""
-    import yaml
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -161,7 +164,7 @@ class _Default(str):
 def notebook_defaults(root: Path, chapter: str) -> dict[str, str]:
     """The chapter's parameters and their defaults as its parameters cell writes them (papermill's own
     reading): what a parameter the profile does not set is when a rerun changes it."""
-    import papermill
+    import papermill  # deferred: ~0.3 s to import; only a rerun needs it, not `import skillbook.book`
     return {name: p["default"] for name, p in papermill.inspect_notebook(
         str(root / "chapters" / f"{chapter}.ipynb")).items()}
 
@@ -198,9 +201,7 @@ def rerun(chapter: str, source: str = "workshop", into: str = "mine", sets: dict
           live: bool = False, root: Path | None = None, say=print) -> Path:
     """Re-execute `chapter` of profile `source` with `sets` into runs/<into>/ (see the module docstring).
     Returns the executed notebook; raises ReplayNeedsModel when the change needs the model and not `live`."""
-    from papermill.exceptions import PapermillExecutionError
-
-    from . import execute, execution_plan, toc_chapters
+    from papermill.exceptions import PapermillExecutionError  # deferred: papermill, as in notebook_defaults
 
     root = root or project_root()
     sets = dict(sets or {})
@@ -251,9 +252,6 @@ def rerun(chapter: str, source: str = "workshop", into: str = "mine", sets: dict
 def stage_overlay(profile: str, overlay: str, root: Path) -> Path:
     """A build folder in _build/ whose runs/<profile>/ holds the chapters executed in runs/<overlay>/
     (each opening with a note on what changed) and links to the profile's for the rest."""
-    import nbformat
-
-    from . import toc_chapters
     src = root / "runs" / overlay
     if not src.is_dir():
         raise ProfileError(f"--overlay {overlay!r}: runs/{overlay}/ does not exist; make one with "

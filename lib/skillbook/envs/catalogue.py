@@ -6,7 +6,7 @@ import json
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..io import atomic_write_json
+from ..io import atomic_write_json, cache_dir
 from .base import SPLITS, Env, SimulatorError, Task
 
 SAVE_EVERY = 50   # gold paths computed between two saves of the per-user cache
@@ -31,7 +31,6 @@ def split_table(cat: pd.DataFrame) -> pd.DataFrame:
 
 
 def _difficulty_file(env: Env):
-    from ..io import cache_dir
     return cache_dir() / "splits" / f"{env._splits_file().stem}-gold-length.json"
 
 

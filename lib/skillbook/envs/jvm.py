@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
 
-from ..io import atomic_write_json
+from py4j.java_gateway import GatewayClient
+from py4j.protocol import Py4JError, Py4JJavaError
+
+from ..io import atomic_write_json, cache_dir
 from .base import SPLITS, EnvError, SimulatorError, StepResult, Task, TaskIdError, check_split, parse_task_id
 
 JAVA_MISSING = ("Java (a JRE >= 11) is required by ScienceWorld and TextWorldExpress but `java` is not on PATH. "
@@ -153,7 +156,6 @@ _QUIET_RELEASES = _QuietReleases()
 
 
 def _release_queued() -> None:
-    from py4j.java_gateway import GatewayClient
     while True:
         client, target_id = _RELEASES.get()
         _quietly(GatewayClient.garbage_collect_object, client, target_id)  # a no-op once disconnected
@@ -178,7 +180,7 @@ def _release_proxies_in_background(handle) -> None:
 def _gateway_children() -> dict[int, Any]:
     """This process's py4j JVMs (psutil processes by pid); empty if psutil is unavailable."""
     try:
-        import psutil
+        import psutil  # deferred: optional (the test extra); without it there is nothing to list
     except ImportError:
         return {}
     out = {}
@@ -339,7 +341,6 @@ class JavaEnv:
         return box["value"]
 
     def _diagnose(self, sim: Simulator, e: BaseException) -> tuple[str, type[EnvError]]:
-        from py4j.protocol import Py4JError, Py4JJavaError
         if isinstance(e, EnvError):
             return str(e), type(e)
         py4j_failure = isinstance(e, Py4JError) and not isinstance(e, Py4JJavaError)
@@ -445,7 +446,6 @@ class JavaEnv:
     _PACKAGE = ""  # the PyPI distribution whose official splits these are
 
     def _splits_file(self):
-        from ..io import cache_dir
         return cache_dir() / "splits" / f"{self.name}-{version(self._PACKAGE)}-{self._config_tag()}.json"
 
     def _config_tag(self) -> str:

@@ -17,7 +17,7 @@ class EnvPool:
 
     def get(self, name: str) -> Env:
         """The pool's instance of env `name`, created on first use."""
-        from . import ENVS, make_env
+        from . import ENVS, make_env  # deferred: skillbook.envs imports this module
         if name not in ENVS:
             raise TaskIdError(f"unknown env {name!r}; valid envs: {', '.join(ENVS)}")
         if name not in self.envs:

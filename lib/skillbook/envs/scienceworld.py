@@ -56,6 +56,7 @@ class ScienceWorld(JavaEnv):
                 "call_timeout_s": self.call_timeout_s, "launch_timeout_s": self.launch_timeout_s}
 
     def _launch(self):
+        # deferred: only starting a simulator (a JVM) needs the simulator's package
         import scienceworld.scienceworld as package
         from scienceworld import ScienceWorldEnv
         _with_jvm_options(package)

@@ -12,7 +12,7 @@ from .pool import EnvPool
 
 def parse_task_types(spec: str | list[str]) -> list[tuple[str, str]]:
     """'twx/simonsays,sciworld/boil' -> [('twx', 'simonsays'), ('sciworld', 'boil')], checked."""
-    from . import ENVS
+    from . import ENVS  # deferred: skillbook.envs imports this module
     items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     if not items:
         raise TaskIdError("no task types given; write them as '<env>/<task type>', e.g. 'twx/coin,sciworld/boil'")
@@ -64,7 +64,7 @@ def task_text(instruction: str, observation: str, kind: str) -> str:
 
 def task_query(env_name: str, instruction: str, observation: str) -> str:
     """What a task-level agent retrieves skills with: the task as its env names it (`Env.TASK_TEXT`)."""
-    from . import ENVS
+    from . import ENVS  # deferred: skillbook.envs imports this module
     return task_text(instruction, observation, getattr(ENVS.get(env_name), "TASK_TEXT", "instruction+observation"))
 
 

@@ -23,6 +23,8 @@ import os
 import re
 import threading
 
+from ..llm import LLMError, get_llm
+from ..llm.backends import backend_fingerprint
 from .base import EnvError, StepResult, Task, TaskIdError, check_split, parse_task_id
 
 DOMAINS = ("retail", "airline")
@@ -38,6 +40,8 @@ def _tau2():
     with _lock:
         if not _loaded:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            # deferred: importing τ²-bench (with litellm) takes ~6 s and only its simulator needs it; and
+            # it must come after the line above
             from loguru import logger
             logger.disable("tau2")
             from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
@@ -99,7 +103,6 @@ class Tau2Bench:
     def canonical_options(options: dict) -> dict:
         """The options as run fingerprints compare them: the user's model by `backend_fingerprint` (the
         model, not where it is served), so a user model moved to another port keeps its run."""
-        from ..llm.backends import backend_fingerprint
         if options.get("user_backend"):
             options["user_backend"] = backend_fingerprint(options["user_backend"])
         return options
@@ -108,7 +111,6 @@ class Tau2Bench:
     def bind_llm(self, llm) -> None:
         """The runner hands over the agent's LLM; the user runs on it (or on `user_backend`, same cache)."""
         if self.user_backend and self.user_backend != llm.backend:
-            from ..llm import get_llm
             self._llm = get_llm(self.user_backend, llm.cache, seed=llm.seed)
         else:
             self._llm = llm
@@ -174,7 +176,6 @@ class Tau2Bench:
     def _chat_user(self, messages: list[dict]) -> str:
         if self._llm is None:
             raise EnvError("tau2: no model for the simulated user; the runner binds one (env.bind_llm(llm))")
-        from ..llm import LLMError
         try:
             c = self._llm.chat(messages, temperature=self.user_temperature, max_tokens=self.user_max_tokens)
         except LLMError as e:

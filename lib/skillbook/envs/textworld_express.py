@@ -1,6 +1,7 @@
 """TextWorldExpress (Jansen & Côté, 2022): 8 games, 1,000 train / dev / test seeds each."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 from .base import SimulatorError, StepResult, Task, TaskIdError
@@ -68,12 +69,11 @@ class TextWorldExpress(JavaEnv):
         return options
 
     def _config_tag(self) -> str:
-        import hashlib
         tag = hashlib.sha256(json.dumps(self.game_params, sort_keys=True).encode()).hexdigest()[:10]
         return f"{tag}-{GOLD_VERSION}"
 
     def _launch(self):
-        from textworld_express import TextWorldExpressEnv
+        from textworld_express import TextWorldExpressEnv  # deferred: needed only to start a simulator (a JVM)
         return TextWorldExpressEnv(envStepLimit=self.step_limit)
 
     def _ensure_game(self, sim: Simulator, game: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import openai
 
 from .backends import DEFAULT_BACKEND, EMBEDDED_MODELS, BackendSpec, backend_fingerprint, parse_backend
-from .cache import ResponseCache
+from .cache import ReplayMiss, ResponseCache
 from .servers import ServerError, _ChildServer, server_for
 
 
@@ -248,12 +248,10 @@ class LLM:
             self.stats.add(c, time.perf_counter() - t0)
             return c
         if os.environ.get("SKILLBOOK_REPLAY_ONLY"):
-            from .cache import ReplayMiss
             raise ReplayMiss(f"{self.backend}: SKILLBOOK_REPLAY_ONLY is set and this request is not in the "
                              "response cache (a replay that would need the model)")
         if getattr(self.cache, "read_only", False):
             # refused before the model is asked: its answer could not be kept, so the time would be lost
-            from .cache import ReplayMiss
             raise ReplayMiss(f"{self.backend}: this request is not in the response cache, whose records are "
                              "read-only (a replay that would need the model); copy the records to a folder "
                              "you may write to run it live")

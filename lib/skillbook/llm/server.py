@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--draft-max", type=int, default=8, help="tokens drafted per step")
     args = ap.parse_args(argv)
 
-    import xllamacpp
+    import xllamacpp  # deferred: llama.cpp's bindings; only this server process needs them
 
     p = xllamacpp.CommonParams()
     p.model.path = args.gguf

@@ -8,6 +8,7 @@ import atexit
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..io import cache_dir
 from .backends import BackendError, BackendSpec
-from .modelfiles import gguf_path
+from .modelfiles import gguf_path, merged_hf_path
 
 
 class ServerError(RuntimeError):
@@ -114,6 +115,8 @@ class EmbeddedServer(_ChildServer):
         """`speculative`: "none", "ngram" (drafts looked up in the prompt) or "draft" (the packaged `draft`
         model proposes); `batch`/`ubatch` llama.cpp's batch sizes (0: its defaults). Serving options only:
         they decide how fast an answer comes, and `make bench` checks that they leave answers unchanged."""
+        # deferred: skillbook.llm imports this module, and `python -m skillbook.llm.server` must not find
+        # its module imported already (runpy warns, and the module would run twice)
         from .server import SPECULATIVE
         if speculative not in SPECULATIVE:
             raise BackendError(f"speculative must be one of {', '.join(SPECULATIVE)}, got {speculative!r}")
@@ -149,7 +152,6 @@ class VLLMServer(_ChildServer):
         backend = f"vllm:{model}" + (f"+{adapter}" if adapter else "")
         self.weights = model
         if adapter:   # a trained policy: the merged weights SkillRL's training exported
-            from .modelfiles import merged_hf_path
             path = merged_hf_path(model, adapter)
             if not (path / "config.json").exists():
                 raise BackendError(
@@ -167,7 +169,6 @@ class VLLMServer(_ChildServer):
         self.start_timeout = start_timeout
 
     def _command(self) -> list[str]:
-        import socket
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]

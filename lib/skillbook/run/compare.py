@@ -16,10 +16,13 @@ equal: every prompt, every reply, every action, every skill written, every claim
 from __future__ import annotations
 
 import argparse
+import datetime
 import gzip
 import json
 import sys
 from pathlib import Path
+
+from ..io import atomic_write_json
 
 # Keys whose values are measurements of the machine, not of the run (see the module docstring).
 VOLATILE = frozenset({
@@ -114,7 +117,6 @@ def _first_difference(x, y, path: str = "") -> str:
 def replicate_summary(a: str | Path, b: str | Path, limit: int = 10) -> dict:
     """What `compare_records` found, as a record: identical, the number of episodes and of entries compared
     (prompts and replies, episodes, skills, claims), the first `limit` differences, today's date."""
-    import datetime
     ca = canonical(a)
     episodes = sum(len(v) for k, v in ca.items() if Path(k).name == "episodes" and isinstance(v, list))
     diffs = _differences(a, b, ca, canonical(b), limit)
@@ -135,7 +137,6 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"error: {d} is not a folder of records")
     summary = replicate_summary(args.a, args.b)
     if args.save:
-        from ..io import atomic_write_json
         # the folders' own paths are a machine's: the record says only what was compared and found
         atomic_write_json(Path(args.save), summary)
     if summary["differences"]:

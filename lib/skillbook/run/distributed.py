@@ -35,8 +35,11 @@ once as there are workers, and the response cache, not the server, makes the run
 """
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import socket
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -44,7 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..llm.cache import ResponseCache
+from ..envs import EnvPool
+from ..llm import stop_all
+from ..llm.cache import CacheError, ReplayMiss, ResponseCache, cache_key
+from ..llm.client import set_worker_cache
+from ..records import Episode
 from .episode import attempt_episode, settings_of
 from .store import settings_diff
 
@@ -64,7 +71,7 @@ class ExecutorError(ValueError):
 
 def require_ray():
     try:
-        import ray
+        import ray  # deferred: optional (the cluster extra) and large; only the Ray executor needs it
     except ImportError:
         raise ExecutorError(RAY_MISSING) from None
     return ray
@@ -163,12 +170,9 @@ class EpisodeWorker:
     unpickled after the worker cache is in place, so the LLMs it holds answer from that cache."""
 
     def __init__(self, make_agent, env_options: dict | None = None, lookup=None):
-        from ..envs import EnvPool
-        from ..llm.client import set_worker_cache
         self.cache = ReadThroughCache(lookup)
         set_worker_cache(self.cache)
         if isinstance(make_agent, bytes):
-            import pickle
             make_agent = pickle.loads(make_agent)   # cloudpickle's output; its LLMs become this process's
         self.make_agent = make_agent
         self.pool = EnvPool(env_options)
@@ -184,7 +188,6 @@ class EpisodeWorker:
     def run(self, stream: str, position: int, task_id: str, state: dict | None, keep: bool) -> dict:
         """One episode. `state` None: go on with the agent kept for `stream` (its memory where the last
         episode left it); otherwise a new agent whose memory loads `state`. `keep`: the stream goes on here."""
-        from ..llm.cache import CacheError
         agent = self.agents.pop(stream, None) if state is None else None
         if agent is None:
             agent = self.make_agent()
@@ -211,7 +214,6 @@ class EpisodeWorker:
             stop.set()
 
     def close(self) -> None:
-        from ..llm import stop_all
         self.pool.close()
         stop_all()
 
@@ -220,13 +222,9 @@ class _CacheReader:
     """Answers workers' cache misses from the driver's SQLite file (read-only; the driver keeps writing)."""
 
     def __init__(self, path: str):
-        import sqlite3
         self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
 
     def get(self, model_identity: str, request: dict) -> dict | None:
-        import json
-
-        from ..llm.cache import cache_key
         row = self.db.execute("SELECT response FROM responses WHERE key=?",
                               (cache_key(model_identity, request),)).fetchone()
         return json.loads(row[0]) if row else None
@@ -248,7 +246,7 @@ class RayPool:
         self.reader = None
         path = getattr(cache, "path", ":memory:")
         if path and path != ":memory:":
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # deferred: ray (require_ray)
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             self.reader = ray.remote(_CacheReader).options(num_cpus=0, scheduling_strategy=here).remote(path)
         lookup = None
@@ -272,7 +270,7 @@ class RayPool:
         return worker.run.remote(stream, position, task_id, state, keep)
 
     def wait(self, handles: list, timeout: float) -> list[tuple[Any, tuple[str, Any]]]:
-        from ray import exceptions as rx
+        from ray import exceptions as rx  # deferred: ray (require_ray)
         if not handles:
             return []
         done, rest = self.ray.wait(handles, num_returns=1, timeout=timeout)
@@ -325,8 +323,6 @@ def dispatch(pool, store, todo: dict[str, list[str]], recorded: dict[str, list],
     """Run the streams' remaining episodes on `pool`'s workers; record each as it ends (the only writer).
     `check(worker)` vets each replacement worker as the first ones were vetted (it raises to stop the run).
     Returns the streams that stopped at an infrastructure error (stream → task: error)."""
-    from ..llm.cache import CacheError, ReplayMiss
-    from ..records import Episode
     failed: dict[str, str] = {}
     nxt = {s: len(recorded[s]) for s in todo}
     after = {s: store.memory_state(s)[0] for s in todo}   # episodes the saved memory state includes

@@ -4,10 +4,15 @@ names before, a cycle held by function-level imports)."""
 from __future__ import annotations
 
 import json
+from importlib import resources
 from typing import cast
 
-from ..agent import Agent
+from ..agent import Agent, loop
 from ..envs import Conversational, EnvPool, canonical_options, parse_task_id, simulator_revisions
+from ..llm import backend_fingerprint
+from ..llm.cache import CacheError
+from ..memory import content_hash
+from ..prompts import version_files
 from ..records import Episode
 
 
@@ -18,15 +23,9 @@ def settings_of(agent: Agent, env_options: dict | None, mode: str, envs=()) -> d
 
     The model is named by `llm.backend_fingerprint`: which model answers, not where it is served, so the
     same model on a new port or a fleet that grew resumes its run (embedded backends are unchanged)."""
-    from importlib import resources
-
-    from ..agent.loop import AGENT_REVISION
-    from ..llm import backend_fingerprint
-    from ..memory import content_hash
-    from ..prompts import version_files
     options = {name: canonical_options(name, opts) for name, opts in (env_options or {}).items()}
     prompts = resources.files("skillbook.agent").joinpath("prompts")
-    code = {"revision": AGENT_REVISION,
+    code = {"revision": loop.AGENT_REVISION,   # read when called (a test bumps it)
             "prompts": content_hash({p.name: p.read_text() for p in prompts.iterdir() if p.name.endswith(".txt")})}
     if changed := version_files("skillbook.agent", agent.config.prompts):
         code[f"prompts_{agent.config.prompts}"] = content_hash(changed)
@@ -40,7 +39,6 @@ def settings_of(agent: Agent, env_options: dict | None, mode: str, envs=()) -> d
 
 def attempt_episode(agent: Agent, pool: EnvPool, stream: str, position: int, task_id: str) -> Episode:
     """One episode; any exception of ours becomes the episode's error (an infrastructure error)."""
-    from ..llm.cache import CacheError
     try:
         env = pool.for_task(task_id)
         if env.conversational:   # τ²-bench's simulated user runs on the agent's backend and cache

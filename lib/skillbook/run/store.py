@@ -63,6 +63,7 @@ import zlib
 from pathlib import Path
 
 from ..io import atomic_write_bytes, atomic_write_json, read_json
+from ..llm.backends import backend_fingerprint
 from ..records import Episode
 
 FORMAT = 2
@@ -376,7 +377,6 @@ def _served_anywhere(settings: dict) -> dict:
     """Recorded settings with every backend named as fingerprints name it now (`llm.backend_fingerprint`:
     the model, not its address), so records made before that change by a served model still resume when
     only the server's address changed. Embedded backends, the only ones committed, are unchanged."""
-    from ..llm.backends import backend_fingerprint
     out = json.loads(json.dumps(settings))
     if isinstance(out.get("backend"), str):
         out["backend"] = backend_fingerprint(out["backend"])

@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from ..agent import Agent
 from ..envs import EnvPool, parse_task_id
 from ..records import Episode
+from .distributed import executor_from_env, parse_executor, run_distributed
 from .episode import attempt_episode, settings_of  # noqa: F401 (settings_of: re-exported)
 from .store import RecordError, RunDir
 
@@ -65,7 +66,6 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
 
     `executor`: None (SKILLBOOK_EXECUTOR, else threads), "threads", "ray", or an executor object such
     as `RayExecutor(address, actors)`; it decides where episodes run, never what is recorded."""
-    from .distributed import executor_from_env, parse_executor
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
@@ -142,8 +142,6 @@ def run_streams(run_dir: str | Path, streams: dict[str, list[str]], make_agent: 
         session: dict = {}
         try:
             if executor is not None:
-                from .distributed import run_distributed
-
                 def recorded_one() -> None:
                     bar.update(1)
                 lost, actors = run_distributed(executor, store, todo, recorded, make_agent, probe, env_options,

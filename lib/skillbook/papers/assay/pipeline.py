@@ -33,7 +33,7 @@ import pandas as pd
 
 from ...agent import AgentConfig
 from ...agent.parsing import parse_json
-from ...envs import require_splits, task_texts
+from ...envs import EnvPool, require_splits, task_texts
 from ...io import atomic_write_json, write_json_if_changed
 from ...prompts import load
 from ...run import Condition, load_condition, run_condition
@@ -84,7 +84,6 @@ def upstream_library(run_dir: Path, llm, train_tasks: list[str], agent: dict, en
     """The bare subtask-level agent on every training task twice, hardest (longest gold path) first: a
     greedy pass, then a sampled one (temperature `upstream_temperature`), inducing into one library."""
     if gold_lengths is None:
-        from ...envs import EnvPool
         with EnvPool(env_options) as envs:
             gold_lengths = {t: len(envs.get(env).gold_actions(t)) for t in train_tasks}
     order = sorted(train_tasks, key=lambda t: (-gold_lengths.get(t, 0), t))

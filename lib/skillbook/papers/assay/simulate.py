@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...analysis.report import pct
+from ...analysis.stats import mean_t_test
 from .attribution import attribution_matrix, global_score, heterogeneity, sample_masks
 from .pipeline import AssaySettings, retire_candidates, split_candidates
 
@@ -164,7 +166,6 @@ def recovery_claim(K: int, M: int, f: float, **kw) -> dict:
     This checks the book's tools, not a claim of the paper: its unit is the planted library, and n (a
     parameter, `reps`) can be raised until any excess over 1/2 is "significant" — the claim goes in a
     claims table as `Claim(..., kind="check")`, which the closing chapter does not count with the papers'."""
-    from ...analysis.stats import mean_t_test
     excess = np.array([r["sign_recovery"] for r in _replicates(K, M, f, **kw)], dtype=float) - 0.5
     t, test = mean_t_test(excess), "t test over planted libraries"
     n, mean = t["n"], t["mean"]
@@ -188,6 +189,5 @@ __all__ = ["KINDS", "METRICS", "GRID", "Planted", "kind_counts", "plant", "simul
 def four_rates(cell) -> str:
     """A design cell of the planted simulation in words: its sign recovery, split recall, false split
     and null-flagged rates (chapter 06's comparison of K against M)."""
-    from ...analysis.report import pct
     return (f"sign recovery {pct(cell.sign_recovery)}, split recall {pct(cell.split_recall)}, false split "
             f"{pct(cell.false_split)}, null flagged {pct(cell.null_flagged)}")

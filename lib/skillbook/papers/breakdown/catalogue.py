@@ -21,10 +21,15 @@ import hashlib
 from collections import defaultdict
 from importlib.metadata import version
 
+from tqdm.auto import tqdm
+
+from ... import envs as benchmarks  # `benchmarks.ENVS`: the registry as it is when read (`register_env`)
 from ...envs.base import SPLITS, check_split, parse_task_id
 from ...envs.pool import EnvPool
 from ...envs.tasks import TASK_TEXTS, parse_task_types, task_text
 from ...io import atomic_write_json, cache_dir, read_json
+from ...skills.embeddings import get_embedder
+from .utility import scaling, task_sets
 
 CATALOGUED = ("twx",)
 LEFT_OUT = {
@@ -41,12 +46,11 @@ def catalogue_task_types(spec: str, stream: list[str]) -> tuple[list[str], dict[
     benchmarks) or a list '<env>/<type>,...'. Types of benchmarks that are not catalogued are left out,
     counted per benchmark with the reason.
     """
-    from ...envs import ENVS
     if spec == "stream":
         types = list(dict.fromkeys("/".join(parse_task_id(t)[:2]) for t in stream))
     elif spec == "all":
         envs = dict.fromkeys(parse_task_id(t)[0] for t in stream)
-        types = [f"{e}/{tt}" for e in envs for tt in ENVS[e].TASK_TYPES]
+        types = [f"{e}/{tt}" for e in envs for tt in benchmarks.ENVS[e].TASK_TYPES]
     else:
         types = [f"{e}/{tt}" for e, tt in parse_task_types(spec)]
     kept = [t for t in types if t.split("/")[0] in CATALOGUED]
@@ -103,7 +107,6 @@ def first_observations(task_ids: list[str], env_options: dict | None = None,
                        progress: bool = False) -> dict[str, tuple[str, str]]:
     """task id → (instruction, first observation), read from the per-user cache; only the tasks not
     cached yet are reset (and then cached). Raises ValueError for a benchmark that is not catalogued."""
-    from tqdm.auto import tqdm
     by_type: dict[tuple[str, str], list[str]] = defaultdict(list)
     for t in dict.fromkeys(task_ids):
         env_name, tt, _, _ = parse_task_id(t)
@@ -149,8 +152,6 @@ def catalogue_scaling(skills, stream_texts: list[str], types: str, splits: str, 
     `utility.scaling`): {"types", "left_out", "n_tasks", "n_texts", "set_sizes", "scaled"}. The
     catalogue's texts stay out of the chapter's vector record (`Embedder.unrecorded`): this result is
     what a chapter keeps instead (`Lab.stored`)."""
-    from ...skills.embeddings import get_embedder
-    from .utility import scaling, task_sets
     cat_types, left_out = catalogue_task_types(types, stream_ids)
     ids = catalogue_task_ids(cat_types, splits, n, env_options)
     catalogue = catalogue_texts(ids, env_options, kind=kind)

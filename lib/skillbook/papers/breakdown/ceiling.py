@@ -28,21 +28,30 @@ never stops on interim results. Records live under `runs/<profile>/`:
 """
 from __future__ import annotations
 
+import argparse
 import json
 import random
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from ...agent import AgentConfig
+from ...analysis import Claim, paired_difference
+from ...analysis.stats import exact_mcnemar_p, sign_flip_test
 from ...envs import units
 from ...io import write_json_if_changed
+from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
+from ...llm.backends import backend_fingerprint
 from ...memory import content_hash
-from ...run import Condition, load_condition, run_condition
+from ...profiles import ProfileError, load_profile, project_root
+from ...run import Condition, Interrupted, load_condition, run_condition
 from ...skills.library import SkillLibrary
+from .health import health_along, stream_health
 from .memory import InducedMemory
 from .oracle import OtherGamePlacebo, gold_library
+from .pipeline import library_of
 from .study import (
     Registration,
     background_state,
@@ -101,7 +110,6 @@ class CeilingDesign:
 
     @classmethod
     def from_profile(cls, profile: str, root: Path | None = None) -> CeilingDesign:
-        from ...profiles import ProfileError, load_profile
         spec = load_profile(profile, root).get("ceiling")
         if not isinstance(spec, dict):
             raise ProfileError(f"profile {profile!r} has no `ceiling:` section (the second study's design)")
@@ -175,7 +183,6 @@ def built_library(root: str | Path, name: str, llm, task_ids: list[str], env_opt
                   prompts: str) -> SkillLibrary:
     """The gold library `name` from `task_ids`, built once and kept in `libraries/<name>.json` with what it
     was built from; a file built from other games, model or prompts is refused."""
-    from ...llm.backends import backend_fingerprint
     path = library_file(root, name)
     made_from = {"tasks": list(task_ids), "llm": backend_fingerprint(llm.backend), "prompts": prompts,
                  "env_options": env_options}
@@ -320,7 +327,6 @@ def per_game(df: pd.DataFrame) -> pd.DataFrame:
 def ceiling_claims(df: pd.DataFrame) -> list:
     """The three primary contrasts, then the two secondary ones (Holm in the claims table), each paired
     over the games every condition recorded; every game is its own unit (one seed per distinct game)."""
-    from ...analysis import Claim, paired_difference
     games = per_game(df).index
     common = df[df.task_id.isin(games)]
     units = pd.Series(list(games), index=games)
@@ -337,8 +343,6 @@ def stream_effects(df: pd.DataFrame, a: str = "none", b: str = "self") -> pd.Dat
     exact sign-flip test over the R streams' totals): the library is a replicated treatment, and this row
     asks whether the effect holds across libraries, not only across games. With R streams the smallest
     attainable p is 2/2^R (R = 3: 0.25), so this row can qualify a verdict but never make one."""
-    from ...analysis import paired_difference
-    from ...analysis.stats import sign_flip_test
     wide = per_game(df)
     streams = df[df.condition == b].groupby("task_id").stream.first()
     rows, totals, sizes = [], [], []
@@ -400,8 +404,6 @@ def calibration_design(label: str, games: int, **overrides) -> CeilingDesign:
 def calibration_table(root: str | Path, labels=None, games: int = 20) -> pd.DataFrame:
     """Per calibrated setting: games, success of each condition, the discordance of each primary contrast
     (the planning value for G), and the self library's health (`health.stream_health`)."""
-    from .health import stream_health
-    from .pipeline import library_of
     rows = []
     for label in labels or CALIBRATION:
         base = Path(root) / "calibration" / label
@@ -445,7 +447,6 @@ def version_effect(root: str | Path, old: str, new: str) -> pd.DataFrame:
     """Two calibrated settings that differ in their prompt version, condition by condition over the DEV
     games both played: success of each, the games only one solved (exact McNemar p), and live model seconds
     per episode. What an agent-side change did on dev, before a study registers it."""
-    from ...analysis.stats import exact_mcnemar_p
     rows = []
     for cond in ("none", "oracle", "self-1"):
         runs = {}
@@ -512,8 +513,6 @@ def library_health(root: str | Path, design: CeilingDesign) -> tuple[pd.DataFram
     """The registered library-health figures of every self and placebo stream recorded under `root`:
     (one row per stream: `health.stream_health`; one row per query along each stream: `health_along`,
     with its stream). Empty frames before the first episode."""
-    from .health import health_along, stream_health
-    from .pipeline import library_of
     rows, along = [], []
     for name in [n for n, _, _ in plan_runs(design, None, SkillLibrary(), SkillLibrary(), []).runs
                  if n.split("-")[0] in ("self", "placebo")]:
@@ -556,7 +555,6 @@ def side_by_side(root: str | Path, design: CeilingDesign, n: int = 3) -> pd.Data
     with the same subtask (the planner's first call sees the same prompt in every condition) and both
     retrieved a skill for it; the first `n` such games in *self*'s stream order. *self*'s skills as they
     stand at the end of its stream (a later merge may have changed one after it was retrieved)."""
-    from .pipeline import library_of
     oracle_file = library_file(root, "oracle")
     if not oracle_file.exists():
         return pd.DataFrame()
@@ -627,12 +625,6 @@ def freeze(project: str | Path, root: str | Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-    import sys
-
-    from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
-    from ...profiles import ProfileError, load_profile, project_root
-    from ...run import Interrupted
     ap = argparse.ArgumentParser(prog="python -m skillbook.papers.breakdown.ceiling", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

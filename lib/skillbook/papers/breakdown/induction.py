@@ -6,6 +6,7 @@ code skills are one Python function whose instance values are parameters, caveat
 """
 from __future__ import annotations
 
+import ast
 import re
 
 from ...prompts import at_least, check_version, load
@@ -97,7 +98,6 @@ def parse_code_skill(reply: str) -> tuple[str, str, str]:
         name = sandbox.function_name(body)
     except (SyntaxError, ValueError) as e:
         raise InductionError(f"the code does not define one function: {e}") from None
-    import ast
     fn = next(n for n in ast.parse(body).body if isinstance(n, ast.FunctionDef))
     if not fn.args.args or fn.args.args[0].arg != "env":
         raise InductionError(f"the function {name} must take `env` as its first parameter")

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 
+from tqdm.auto import tqdm
+
 from ...envs import EnvPool, repeatable_gold_actions
 from ...memory import MemoryPolicy, ShownInstead, content_hash
 from ...records import Step, Trajectory
@@ -73,7 +75,6 @@ def gold_library(llm, task_ids: list[str], env_options: dict | None = None, prom
     with EnvPool(env_options) as envs:
         ids = task_ids
         if progress:
-            from tqdm.auto import tqdm
             ids = tqdm(task_ids, desc="gold library", unit="game")
         for position, task_id in enumerate(ids):
             for span in milestone_spans(gold_trajectory(envs.for_task(task_id), task_id)):

@@ -26,6 +26,7 @@ from ...agent import AgentConfig
 from ...envs import sample_tasks
 from ...io import read_json, write_json_if_changed
 from ...memory import NoMemory, PlaceboMemory, content_hash
+from ...profiles import project_root
 from ...run import (
     Condition,
     Result,
@@ -37,6 +38,7 @@ from ...run import (
     run_conditions,
     run_sessions,
 )
+from ...skills.agentskills import import_skills
 from ...skills.library import SkillLibrary
 from .hygiene import identities
 from .induction import PROMPT_LEVELS
@@ -80,8 +82,6 @@ def interleave(task_ids: list[str], seed: int = 0) -> list[str]:
 def imported_library(folder: str | Path) -> SkillLibrary:
     """A folder of Agent Skills (`skills.agentskills.import_skills`; relative to the project) as a library:
     refused whole, every fault named, before any model time."""
-    from ...profiles import project_root
-    from ...skills.agentskills import import_skills
     path = Path(folder) if Path(folder).is_absolute() else project_root() / folder
     library = SkillLibrary()
     for skill in import_skills(path):

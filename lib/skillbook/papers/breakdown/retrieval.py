@@ -11,6 +11,9 @@ their own before overwrites kept the id, have no description left and are counte
 """
 from __future__ import annotations
 
+from html import escape
+
+import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 
@@ -66,9 +69,6 @@ def threshold_sweep(library: SkillLibrary, queries: list[str], thresholds=(0.1, 
 
 def query_explorer(libraries: dict[str, SkillLibrary], queries: list[str], k: int = 5, threshold: float = 0.3):
     """A widget: pick a recorded query (works in the static book) or type one (needs a live kernel)."""
-    from html import escape
-
-    import ipywidgets as widgets
 
     def table(lib: SkillLibrary, query: str) -> str:
         hits = lib.search(query, k=k, threshold=0.0)

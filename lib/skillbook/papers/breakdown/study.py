@@ -28,22 +28,36 @@ that commit from a worktree, so no change to the library moves under a run that 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
+import platform
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from ...agent import AgentConfig
-from ...envs import sample_tasks
+from ...analysis import Claim, paired_difference
+from ...analysis.claims import format_number, format_p, measured_text
+from ...analysis.stats import halfwidth_paired_binary, mde_paired_binary, n_for_halfwidth
+from ...envs import sample_tasks, task_texts, units
+from ...io import atomic_write_bytes
+from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
+from ...profiles import ProfileError, load_profile, project_root
 from ...run import Condition, Interrupted, frame, load_condition, run_condition, run_conditions
 from .health import retrievals, skill_table, stream_health
-from .pipeline import condition, interleave
+from .hygiene import identities
+from .pipeline import condition, interleave, library_of
+from .utility import retrieved_scores, score_library, success_slope
 
 # -- calibration (DEV split) ------------------------------------------------------------------------------
 # Candidate benchmarks: TextWorldExpress games whose first observation differs from task to task.
@@ -132,7 +146,6 @@ class StudyDesign:
 
     @classmethod
     def from_profile(cls, profile: str, root: Path | None = None) -> StudyDesign:
-        from ...profiles import ProfileError, load_profile
         spec = load_profile(profile, root).get("study")
         if not isinstance(spec, dict):
             raise ProfileError(f"profile {profile!r} has no `study:` section (the study's pre-registered design)")
@@ -172,7 +185,6 @@ def plan(discordance: float, target: float = 0.08, alpha: float = 0.05, contrast
     n counts independent units — distinct games, one test seed each (`check_units` refuses fewer) — and
     ψ must be the discordance of the contrast being planned (`contrast` records which: memory vs none, not,
     as chapter 09's plan used, the task-level vs the subtask-level agent)."""
-    from ...analysis.stats import halfwidth_paired_binary, mde_paired_binary, n_for_halfwidth
     n = int(n_for_halfwidth(target, discordance))
     return {"contrast": contrast or "(not named)", "discordance": discordance, "n": n,
             "halfwidth": float(halfwidth_paired_binary(n, discordance)),
@@ -269,7 +281,6 @@ def claims(df: pd.DataFrame, utility: dict | None = None, units: pd.Series | Non
     `units` (task → game, `units_of`): every contrast is tested over games (`paired_difference(units=)`),
     which is what the verdicts rest on. Without it the contrasts are the pre-registered per-seed tests,
     which treat repeated games as independent draws: shown as what was registered, never as the verdict."""
-    from ...analysis import Claim, paired_difference
     unit = {} if units is None else {"units": units}
     tasks = "tasks" if units is None else ""
     out = [
@@ -293,7 +304,6 @@ def claims(df: pd.DataFrame, utility: dict | None = None, units: pd.Series | Non
 
 def units_of(design: StudyDesign) -> pd.Series:
     """task id → the game it generates (`envs.units`), for the design's test stream."""
-    from ...envs import units
     return units(design.tasks(), design.env_options, progress=False)
 
 
@@ -328,7 +338,6 @@ def decomposition(df: pd.DataFrame, units: pd.Series | None = None) -> pd.DataFr
     secondary contrasts; the slot part was named after the results were seen (exploratory: no verdict, not
     in the Holm family). Each with `paired_difference` (with `units`: over games). Empty without a placebo
     stream."""
-    from ...analysis import paired_difference
     names = ("subtask-none", "subtask-text", "subtask-placebo")
     cols = ["part", "contrast", "role", "n", "estimate", "ci_low", "ci_high", "p", "test"]
     if not set(names) <= set(df.condition):
@@ -346,7 +355,6 @@ def decomposition(df: pd.DataFrame, units: pd.Series | None = None) -> pd.DataFr
 def situations(design: StudyDesign) -> pd.Series:
     """task id → its situation: the tasks whose instruction and first observation are the same text share
     one (numbered in stream order). Coin with two rooms has few: many test seeds start the same way."""
-    from ...envs import task_texts
     tasks = design.tasks()
     texts = task_texts(tasks, design.env_options)
     codes = pd.factorize(pd.Series([texts[t] for t in tasks]))[0]
@@ -375,7 +383,6 @@ def library_health(root: str | Path, design: StudyDesign) -> pd.DataFrame:
     as it stood, the skills' length, the share of writes from a successful span). A library no larger than
     k is retrieved whole: retrieval then selects nothing. The placebo's row is its hidden library (the one
     its placebo texts are shaped after)."""
-    from .pipeline import library_of
     rows = []
     for c in design.conditions:
         d = Path(root) / "streams" / c
@@ -388,7 +395,6 @@ def library_health(root: str | Path, design: StudyDesign) -> pd.DataFrame:
 
 def final_library(root: str | Path, condition: str) -> pd.DataFrame:
     """The final library of one memory stream, a row per skill (`health.skill_table`)."""
-    from .pipeline import library_of
     return skill_table(library_of(Path(root) / "streams" / condition).state()["skills"])
 
 
@@ -411,7 +417,6 @@ def slot_size(root: str | Path, design: StudyDesign, conditions=("subtask-text",
     body of each skill's final version — the records keep ids, not the text shown at the time). The
     placebo shows texts shaped line by line after its own hidden library's skills, so its slot is as long
     as those, not as long as what subtask-text retrieved."""
-    from .pipeline import library_of
     rows = []
     for c in conditions:
         d = Path(root) / "streams" / c
@@ -450,7 +455,6 @@ def registration_markdown(project: str | Path, commit: str | Registration = REGI
     """The pre-registration as committed: the profile and the chapter's design cells, verbatim from the
     commit (read with git); `commit` is chapter 09's commit or a `Registration`. `freeze_registration`
     keeps it beside the records, so that a copy of the book without git history shows the same text."""
-    import json
     reg = commit if isinstance(commit, Registration) else replace(STUDY_REGISTRATION, commit=commit)
     project = Path(project)
     profile = _git("show", f"{reg.commit}:{reg.profile_file}", cwd=project)
@@ -469,7 +473,6 @@ def freeze_registration(project: str | Path, root: str | Path,
                         commit: str | Registration = REGISTRATION_COMMIT) -> Path:
     """Write `registration_markdown` to `<root>/registration/preregistration.md` (checked by a test against
     git whenever the history is there)."""
-    from ...io import atomic_write_bytes
     path = registration_path(root)
     atomic_write_bytes(path, registration_markdown(project, commit).encode("utf-8"))
     return path
@@ -483,7 +486,6 @@ def registration_path(root: str | Path) -> Path:
 def amendments(root: str | Path) -> pd.DataFrame:
     """The dated log of every change to the study's design or its reading after registration
     (`<root>/registration/amendments.yml`): date, commit, what changed, when (relative to the data)."""
-    import yaml
     path = Path(root) / "registration" / "amendments.yml"
     rows = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else []
     return pd.DataFrame(rows or [], columns=["date", "commit", "when", "change"])
@@ -513,10 +515,6 @@ def retrieved_utility(root: str | Path, design: StudyDesign, conditions=("task-t
     specificity, abstractness and utility (§6 of the first paper) of the skills it retrieved, each
     stream's final library scored against the design's task texts (instruction + first observation;
     `utility.score_library`). Skills hygiene deleted before the end have no score and are left out."""
-    from ...envs import task_texts
-    from .hygiene import identities
-    from .pipeline import library_of
-    from .utility import retrieved_scores, score_library
     tasks = design.tasks()
     texts = task_texts(tasks, design.env_options)
     frames = []
@@ -534,7 +532,6 @@ def retrieved_utility(root: str | Path, design: StudyDesign, conditions=("task-t
 def utility_claim(scored: pd.DataFrame, units: pd.Series | None = None) -> dict:
     """The secondary claim's estimate: the slope of success on the retrieved skills' mean utility (per SD),
     within task types, clustered by task (`utility.success_slope`), or by game with `units`."""
-    from .utility import success_slope
     cluster = "task_id"
     if units is not None and len(scored):
         scored, cluster = scored.assign(game=scored.task_id.map(units)), "game"
@@ -563,7 +560,6 @@ def _p_phrase(shown: str) -> str:
 
 def _measured(r) -> str:
     """A claims-table row's measurement in prose: as the table prints it, then its p ("p = 0.21")."""
-    from ...analysis.claims import format_p, measured_text
     return measured_text(r["estimate"], r["ci_low"], r["ci_high"]) + (
         f", p {_p_phrase(format_p(r['p']))}" if pd.notna(r["p"]) else "")
 
@@ -583,7 +579,6 @@ def _decomposition_text(claims: pd.DataFrame, split: pd.DataFrame, final: bool) 
 
 def _per_seed_text(per_seed: pd.DataFrame) -> str:
     """The registered per-seed tests in one sentence, labelled as what they are."""
-    from ...analysis.claims import format_p
     parts = [f"{r['claim']} p {_p_phrase(format_p(r['p']))}" for _, r in per_seed.iterrows() if pd.notna(r["p"])]
     return ("**As registered, per seed.** The registration tested each contrast over the test seeds as if they "
             f"were independent ({'; '.join(parts)}). The seeds repeat a few games and the agents are "
@@ -616,7 +611,6 @@ def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, 
     never stated as verdicts), the exploratory `decomposition` (no verdict) and `library_health`. `model`
     is the backend that answered the recorded episodes. Numbers are formatted as the claims table formats
     them; no sentence says more than a table above it."""
-    from ...analysis.claims import format_number
     primary = claims[claims["role"] == "primary"] if len(claims) else claims
     games = int(primary["n"].dropna().max()) if len(primary) and primary["n"].notna().any() else 0
     seeds = primary["n_tasks"].dropna().max() if "n_tasks" in primary and primary["n_tasks"].notna().any() \
@@ -697,9 +691,6 @@ def machine() -> dict:
     """What a sitting ran on, as far as it can change the model's answers: llama.cpp's arithmetic depends
     on the CPU's vector instructions and on its own build, so a study run over several machines is
     several machines' answers (each episode still replays from its own records)."""
-    import hashlib
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
     cpu, flags = platform.processor() or platform.machine(), ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -720,8 +711,6 @@ def machine() -> dict:
 
 def record_sitting(root: str | Path, commit: str) -> dict:
     """Append this sitting (its start, the pinned commit, `machine()`) to `<root>/sittings.jsonl`."""
-    import json
-    from datetime import datetime
     line = {"started": datetime.now().isoformat(timespec="seconds"), "commit": commit[:12], **machine()}
     with open(Path(root) / "sittings.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(line) + "\n")
@@ -730,7 +719,6 @@ def record_sitting(root: str | Path, commit: str) -> dict:
 
 def sittings(root: str | Path) -> pd.DataFrame:
     """The recorded sittings, one row each, with `machine` numbering the distinct configurations."""
-    import json
     path = Path(root) / "sittings.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     df = pd.DataFrame(rows, columns=["started", "commit", "cpu", "cpu_flags", "cpus", "python", "xllamacpp"])
@@ -755,8 +743,6 @@ def sittings_text(df: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
-    from ...profiles import ProfileError, load_profile, project_root
     ap = argparse.ArgumentParser(prog="python -m skillbook.papers.breakdown.study", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -857,7 +843,6 @@ def save_pending_answers(root: str | Path) -> Path | None:
     `streams/.responses.sqlite`, which is not committed (a new machine starts without it), so they would
     be lost with the machine, and the first replay would write them instead of only reading.
     """
-    from ...llm import ResponseCache
     streams = Path(root) / "streams"
     if not streams.is_dir():
         return None

@@ -19,8 +19,16 @@ time, memory O(block · N)) and the paper's sampled estimate beside it; `task_se
 """
 from __future__ import annotations
 
+import time
+from html import escape
+
+import ipywidgets as widgets
 import numpy as np
 import pandas as pd
+from scipy.stats import permutation_test, spearmanr
+
+from ...analysis.stats import bootstrap_difference, cluster_slope, spearman_ci, wilson_interval
+from ...skills.embeddings import DIM, get_embedder
 
 TAU = 0.1
 
@@ -102,7 +110,6 @@ def utility(skill_task_sims, task_task_sims, tau: float = TAU):
 # -- from libraries and records --------------------------------------------------------------------
 def similarity_matrices(skill_texts: list[str], task_texts: list[str], embedder=None) -> tuple[np.ndarray, np.ndarray]:
     """(skills × tasks, tasks × tasks) cosines of the embedded texts."""
-    from ...skills.embeddings import get_embedder
     emb = embedder or get_embedder()
     tasks = emb.embed(list(task_texts))
     skills = emb.embed(list(skill_texts)) if skill_texts else np.zeros((0, tasks.shape[1]), np.float32)
@@ -166,7 +173,6 @@ def specificity_vectors(best, task_vectors, n_pairs: int | None = None, seed: in
 
 def embed_many(texts: list[str], embedder=None, chunk: int = 2_000) -> np.ndarray:
     """Unit vectors of many texts, `chunk` at a time (the cache looks up at most `chunk` keys per query)."""
-    from ...skills.embeddings import DIM, get_embedder
     emb = embedder or get_embedder()
     texts = list(texts)
     parts = [emb.embed(texts[a:a + chunk]) for a in range(0, len(texts), chunk)]
@@ -178,7 +184,6 @@ def score_vectors(skill_vectors, task_vectors, tau: float = TAU, n_pairs: int | 
     """specificity (exact), abstractness and utility of skills (rows of unit vectors) against N tasks, in
     memory O((block + 256) · N) whatever N; with `n_pairs` also `specificity_sampled` on that many random
     pairs. `exact_s` and `sampled_s` (in `attrs`) are the seconds each specificity took."""
-    import time
     s = np.asarray(skill_vectors, dtype=np.float32)
     t = np.asarray(task_vectors, dtype=np.float32)
     best, abst = np.empty(len(s), np.float32), np.empty(len(s))
@@ -229,7 +234,6 @@ def scaling(skills: pd.DataFrame, sets: dict[str, list[str]], tau: float = TAU, 
 
 
 def _rho(x, y) -> float:
-    from scipy.stats import spearmanr
     x, y = np.asarray(x, float), np.asarray(y, float)
     return float(spearmanr(x, y).statistic) if len(x) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
 
@@ -301,7 +305,6 @@ def bucket_success(df: pd.DataFrame, column: str, n_buckets: int = 3, success: s
     its edges, n, successes, the success rate and its 95% Wilson interval (valid at the small n of a
     bucket, where a bootstrap of a handful of 0/1 values is not). Repeated episodes must be removed
     first (`analysis.dedupe_episodes`): a bucket counts rows."""
-    from ...analysis.stats import wilson_interval
     cols = ["score", "bucket", "low_edge", "high_edge", "n", "successes", "success", "ci_low", "ci_high"]
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -325,7 +328,6 @@ def success_slope(df: pd.DataFrame, column: str, success: str = "success", withi
     episodes of the same kind only: a score that merely tells easy task types from hard ones gets no credit.
     NaN estimate (and a `note`) with fewer than 2 clusters or a score that does not vary.
     """
-    from ...analysis.stats import cluster_slope
     base = {"score": column, "within": within or "", "n": len(df),
             "n_clusters": df[cluster].nunique() if len(df) else 0}
     nan = dict.fromkeys(("slope", "estimate", "slope_per_sd", "se", "ci_low", "ci_high", "p", "mde"), np.nan)
@@ -346,9 +348,6 @@ def permutation_difference(a, b, stat: str = "median", n_resamples: int = 9_999,
     `n_resamples` distinct relabellings, as libraries of a few skills do. (The bootstrap's own p is not
     used: with 3 or 4 skills a side its distribution of medians is a handful of points and its p can
     fall below 0.001 where no relabelling test could.)"""
-    from scipy.stats import permutation_test
-
-    from ...analysis.stats import bootstrap_difference
     if stat not in ("median", "mean"):
         raise ValueError(f"stat must be 'median' or 'mean', got {stat!r}")
     fn = np.median if stat == "median" else np.mean
@@ -367,9 +366,6 @@ def spearman_permutation(x, y, n_resamples: int = 9_999, seed: int = 0) -> dict:
     """Spearman's ρ with its percentile-bootstrap interval and MDE (`analysis.spearman_ci`) and the p of a
     two-sided permutation test (y shuffled against x; exact for small n), valid where the bootstrap's p is
     not (a few skills, many ties)."""
-    from scipy.stats import permutation_test, spearmanr
-
-    from ...analysis.stats import spearman_ci
     out = {**spearman_ci(x, y, seed=seed), "test": "permutation"}
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ok = ~(np.isnan(x) | np.isnan(y))
@@ -389,9 +385,6 @@ def skill_explorer(scores: pd.DataFrame, sims: dict[str, np.ndarray], task_ids: 
     utility; `sims[condition]`: that condition's skills × tasks cosine matrix in the row order of `scores`;
     `uses`: rows with condition, skill_id, run, task_id, position, success.
     """
-    from html import escape
-
-    import ipywidgets as widgets
 
     def page(row, c) -> str:
         order = np.argsort(-c)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ...agent import Agent, AgentConfig
 from ...agent.parsing import parse_json
 from ...memory import content_hash
 from ...prompts import load
@@ -239,7 +240,6 @@ def closed_loop(llm, env, task_id: str, prefix: list[str], max_steps: int, confi
     """The task-level agent (no memory) continues from where `prefix` leaves the task, for at most
     `max_steps` steps; the score when it stops, and what it cost (model_seconds: of the calls answered live,
     a response-cache hit costs nothing). A prefix that ends the episode leaves nothing to re-plan."""
-    from ...agent import Agent, AgentConfig
     wrapped = ReplayedStart(env, task_id, prefix)
     r = replay(env, task_id, prefix)
     if r.ended_at is not None:

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ...agent import AgentConfig
 from ...analysis import bootstrap_ci, spearman_ci
 from ...envs import (
     EnvPool,
@@ -76,7 +77,6 @@ class GoldSettings:
         for name in ("judged_deletions", "closed_loop", "closed_slack"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
-        from ...agent import AgentConfig
         AgentConfig(**self.agent).validate()
         return self
 
@@ -133,7 +133,6 @@ class GoldStudy:
 
 def study_settings(llm, settings: GoldSettings, env_options: dict | None, envs=()) -> dict:
     """What must not change between a gold study and its resumption (`envs`: those of its tasks)."""
-    from ...agent import AgentConfig
     s = settings
     extra = {"simulators": sim} if (sim := simulator_revisions(envs)) else {}
     return json.loads(json.dumps({**extra,
@@ -150,7 +149,6 @@ def gold_study(run_dir, llm, task_ids: list[str], settings: GoldSettings, env_op
     """Trajectories → open-loop replays (both ablations) → judge (neutral on every window, deletion on a
     subset) → closed-loop replays (a subset); each stage appends its records as it goes and resumes."""
     settings.validate()
-    from ...agent import AgentConfig
     store, run_dir = RunDir(run_dir), Path(run_dir)
     fp = study_settings(llm, settings, env_options, {parse_task_id(t)[0] for t in task_ids})
     store.check_settings(fp)

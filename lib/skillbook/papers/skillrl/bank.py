@@ -22,6 +22,8 @@ and skip it). A mistake without one — every mistake of a foreign bank — is g
 """
 from __future__ import annotations
 
+from html import escape
+
 from ...skills.library import SkillLibrary
 from ...skills.record import Skill
 
@@ -137,7 +139,6 @@ def render_bank(skills: list[Skill], max_chars: int = 2400) -> str:
 def bank_html(library: SkillLibrary) -> str:
     """The bank for a page: one collapsible section per level — general skills, each category's
     task-specific skills, each category's common mistakes (general ones last) — each a small table."""
-    from html import escape
 
     def table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
         th = "".join(f"<th style='text-align:left'>{escape(h)}</th>" for h in head)

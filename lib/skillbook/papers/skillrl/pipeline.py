@@ -34,6 +34,7 @@ from ...memory import NoMemory
 from ...prompts import load
 from ...records import Episode, render_steps
 from ...run import Condition, collect, run_condition
+from ...skills.embeddings import get_embedder
 from ...skills.library import SkillLibrary
 from ..breakdown import frozen
 from .bank import bank_from_json, bank_skill, bank_to_json, kind, mistake
@@ -263,7 +264,6 @@ def check_retrieval(episodes, memory, where) -> None:
 # -- tokens per prompt ---------------------------------------------------------------------------------------
 def wordpiece_tokens(text: str) -> int:
     """Tokens of `text` in the embedder's WordPiece vocabulary (the same counter on both sides of a ratio)."""
-    from ...skills.embeddings import get_embedder
     return len(get_embedder()._load_model().tokenizer(text, add_special_tokens=False)["input_ids"])
 
 

@@ -64,22 +64,27 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from safetensors.numpy import load_file
 
 from ...agent import Agent, AgentConfig
 from ...agent.parsing import match_action, parse_reply
 from ...envs import make_env
 from ...io import atomic_write_json, atomic_write_text, write_json_if_changed
-from ...llm import EMBEDDED_MODELS, Completion, LLMError
-from ...llm.modelfiles import gguf_path, merged_gguf_path
+from ...llm import EMBEDDED_MODELS, Completion, LLMError, get_llm
+from ...llm.cache import ReplayMiss
+from ...llm.modelfiles import gguf_path, merged_gguf_path, merged_hf_path
 from ...records import Episode
+from ...run import Condition, load_episodes, run_condition
 from ...skills.library import SkillLibrary
 from .memory import SkillBankMemory
+from .pipeline import StaleRecords, Teacher, evolution_round, evolution_rows, load_bank, save_bank
 
 TRAIN_EXTRA = ("trl", "peft", "accelerate", "gguf", "datasets")
 # HF module names of a Qwen2 decoder layer → the GGUF tensor names of llama.cpp
@@ -321,7 +326,7 @@ def check_base(base: str) -> str:
 
 
 def cuda_available() -> bool:
-    import torch
+    import torch  # deferred: importing torch takes ~1.5 s; only training needs it (the train extra's stack)
     return torch.cuda.is_available()
 
 
@@ -330,6 +335,7 @@ def load_base(base: str, threads: int = 0):
     training), or an "hf:" model in bfloat16 on a GPU (float32 on a CPU)."""
     check_base(base)
     require_extra()
+    # deferred: torch and transformers take seconds to import; only training needs them (the train extra)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     if threads:
@@ -366,7 +372,7 @@ def merged(model):
 
 
 def _lora(config: TrainConfig):
-    from peft import LoraConfig
+    from peft import LoraConfig  # deferred: the train extra (optional, slow to import); only training needs it
     return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0,
                       target_modules=list(config.targets), task_type="CAUSAL_LM")
 
@@ -397,6 +403,7 @@ def sft(model, tokenizer, rows: list[dict], out: Path, config: TrainConfig) -> d
     """Cold-start SFT with a LoRA adapter; the adapter goes to `out/adapter`, the log to `out/log.json`.
     Resumes from the last checkpoint; returns the log (per-step loss)."""
     require_extra()
+    # deferred: datasets and trl are the train extra (optional, slow to import); only training needs them
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
     out = Path(out)
@@ -482,6 +489,7 @@ def grpo(model, tokenizer, states: list[dict], out: Path, config: TrainConfig, r
     `model` is the policy to improve: a plain model gets a fresh LoRA adapter (its weights are π_ref), a
     PEFT model keeps training its adapter. The adapter goes to `out/adapter`, the log to `out/log.json`."""
     require_extra()
+    # deferred: datasets and trl are the train extra (optional, slow to import); only training needs them
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
     out = Path(out)
@@ -505,7 +513,7 @@ def grpo(model, tokenizer, states: list[dict], out: Path, config: TrainConfig, r
                       num_generations=config.group, max_completion_length=config.max_completion_tokens,
                       temperature=config.temperature, beta=config.kl, loss_type="grpo", scale_rewards="group",
                       num_iterations=1, lr_scheduler_type="constant", warmup_steps=0, **vllm)
-    from peft import PeftModel
+    from peft import PeftModel  # deferred: the train extra (optional, slow to import)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data, processing_class=tokenizer,
                           peft_config=None if isinstance(model, PeftModel) else _lora(config))
     t0 = time.perf_counter()
@@ -519,7 +527,7 @@ def grpo(model, tokenizer, states: list[dict], out: Path, config: TrainConfig, r
 
 def generate(model, tokenizer, messages: list[dict], max_new_tokens: int = 48) -> str:
     """One greedy reply of a (possibly PEFT) model to a conversation: what a rollout asks of the policy."""
-    import torch
+    import torch  # deferred: importing torch takes ~1.5 s; only training needs it
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                         return_dict=True)
     with torch.no_grad():
@@ -549,7 +557,6 @@ def policy_id(adapters: list[Path], targets: tuple) -> str:
 
 def lora_deltas(adapter: Path) -> dict[str, np.ndarray]:
     """GGUF tensor name → scale · B·A of one adapter (float32, shaped as the weight: out × in)."""
-    from safetensors.numpy import load_file
     cfg, weights = _adapter_files(adapter)
     scale = cfg["lora_alpha"] / (np.sqrt(cfg["r"]) if cfg.get("use_rslora") else cfg["r"])
     w = load_file(str(weights))
@@ -567,7 +574,7 @@ def lora_deltas(adapter: Path) -> dict[str, np.ndarray]:
 def write_merged_gguf(src: Path, dst: Path, deltas: dict[str, np.ndarray], f32: set[str]) -> Path:
     """A copy of GGUF `src` at `dst` in which every tensor named in `f32` is stored dequantised as F32 plus
     its delta (if any); every other tensor and every metadata field is copied unchanged. Atomic."""
-    import gguf
+    import gguf  # deferred: the train extra (optional); only exporting a policy needs it
     reader = gguf.GGUFReader(str(src))
     unknown = sorted(set(deltas) - {t.name for t in reader.tensors})
     if unknown:
@@ -605,11 +612,7 @@ def write_merged_gguf(src: Path, dst: Path, deltas: dict[str, np.ndarray], f32: 
 def export_hf_policy(name: str, adapters: list[Path], pid: str) -> Path:
     """The weights of HF model `name` with `adapters` merged in, saved (with its tokenizer) as a folder in
     the per-user cache that vLLM serves; written to a temporary folder and renamed into place."""
-    import shutil
-
-    from peft import PeftModel
-
-    from ...llm.modelfiles import merged_hf_path
+    from peft import PeftModel  # deferred: the train extra (optional, slow to import)
     dst = merged_hf_path(name, pid)
     model, tokenizer = load_base(HF + name)
     for a in adapters:
@@ -635,7 +638,6 @@ def export_policy(base: str, adapters: list[Path], targets: tuple, export: bool 
         if not adapters:
             return f"vllm:{name}"
         pid = policy_id(adapters, targets)
-        from ...llm.modelfiles import merged_hf_path
         if export and not (merged_hf_path(name, pid) / "config.json").exists():
             require_extra()
             export_hf_policy(name, adapters, pid)
@@ -644,7 +646,7 @@ def export_policy(base: str, adapters: list[Path], targets: tuple, export: bool 
     dst = merged_gguf_path(base, pid)
     if export and not dst.exists():
         require_extra()
-        import gguf
+        import gguf  # deferred: the train extra (optional); only exporting a policy needs it
         src = gguf_path(base)
         fields_ = gguf.GGUFReader(str(src)).fields
         n = int(fields_[f"{fields_['general.architecture'].contents()}.block_count"].contents())
@@ -703,9 +705,6 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
 
     `memory_options` are SkillBankMemory's (mode, delta, top_k) — the frozen stage's retrieval; `delta` is
     evolution's trigger. Everything recorded is reused; the model is loaded only when a stage is missing."""
-    from ...llm import get_llm
-    from ...run import Condition, run_condition
-    from .pipeline import Teacher, evolution_round, evolution_rows, load_bank, save_bank
     config.validate()
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
@@ -721,7 +720,6 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
         """A replay (SKILLBOOK_REPLAY_ONLY) that would have to train stops here, before any model time, as
         a missing model answer does."""
         if os.environ.get("SKILLBOOK_REPLAY_ONLY"):
-            from ...llm.cache import ReplayMiss
             raise ReplayMiss(f"SKILLBOOK_REPLAY_ONLY is set and {what} is not in the records of {run_dir} "
                              "(a replay that would need training)")
 
@@ -734,7 +732,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
         recorded adapters (base + SFT merged = π_ref, then round r − 1's adapter, trainable)."""
         if state["policy"] is not None and state["policy"][2] == r - 1:
             return state["policy"][:2]
-        from peft import PeftModel
+        from peft import PeftModel  # deferred: the train extra (optional, slow to import)
         m, tok = load_base(base, config.threads)
         if (run_dir / "sft" / "adapter").exists():
             m = merged(PeftModel.from_pretrained(m, str(run_dir / "sft" / "adapter")))
@@ -748,7 +746,6 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
                   "bank": bank.state()["skills"]})
     meta = data_dir / "source.json"
     if meta.exists() and json.loads(meta.read_text()).get("key") != key and (run_dir / "sft").exists():
-        from .pipeline import StaleRecords
         raise StaleRecords(f"{run_dir} was trained from other recorded runs or another bank than these; remove "
                            f"{run_dir} to train again")
     if not meta.exists() or json.loads(meta.read_text()).get("key") != key:
@@ -775,7 +772,6 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
 
     def policy(name: str, extra: list[Path] = (), runs: Path | None = None, n: int = 0) -> str:
         """The backend of a policy; its GGUF is exported only if `runs` still lacks some of its n episodes."""
-        from ...run import load_episodes
         needed = runs is None or len(load_episodes(runs)) < n
         return export_policy(base, sft_adapters + list(extra) if name != "base" else [], config.targets, needed)
 
