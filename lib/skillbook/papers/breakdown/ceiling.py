@@ -389,6 +389,10 @@ CALIBRATION = {
     # again under prompt version v3 (issue 35's second round: short thoughts, the summarizer as a turn of
     # the executor's conversation, induction records that keep each observation's tail), on the same games
     "coin-L3-v3": {"mix": {"coin": COIN_L3}, "placebo_game": "twc", "prompts": "v3"},
+    # coin-L3 has only 72 distinct TEST games (envs.units over the 1,000 seeds): too few for the registered
+    # size rule. Two distractor items give 410 (one gives 281), in the same three rooms
+    "coin-L3-d2-v3": {"mix": {"coin": {**COIN_L3, "numDistractorItems": 2}}, "placebo_game": "twc",
+                      "prompts": "v3"},
 }
 
 
