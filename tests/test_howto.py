@@ -118,13 +118,13 @@ def test_a_benchmark_name_is_checked_when_it_registers(lights):
 
 # -- How to add a paper (docs/HOWTO.md, second example) -----------------------------------------------------------
 def test_a_new_paper_registers_its_chapters_and_chapter_10_groups_its_claims(monkeypatch):
-    from skillbook.book.findings import titles
+    from skillbook.book.findings import paper_titles
     from skillbook.book.rerun import shared_records
     monkeypatch.setattr(papers, "PAPERS", dict(papers.PAPERS))
     monkeypatch.setattr("skillbook.book.findings.PAPERS", papers.PAPERS)
     monkeypatch.setattr("skillbook.book.rerun.PAPERS", papers.PAPERS)
     papers.register_paper(papers.Paper("lamplighter", "Lamplighter", ("12_lamps",), {"12_lamps": ("transfer",)}))
-    assert papers.paper_of("12_lamps") == "lamplighter" and titles()["lamplighter"] == "Lamplighter"
+    assert papers.paper_of("12_lamps") == "lamplighter" and paper_titles()["lamplighter"] == "Lamplighter"
     assert shared_records("12_lamps") == ["transfer"]
     with pytest.raises(ValueError, match="belong to paper 'breakdown'"):
         papers.register_paper(papers.Paper("again", "Again", ("04_transfer",)))

@@ -24,7 +24,7 @@ from ..analysis import render_claims
 from ..papers import PAPERS, paper_of
 
 
-def titles() -> dict[str, str]:
+def paper_titles() -> dict[str, str]:
     """Bibliography key → the paper's short name, from the one registry of papers (`papers.PAPERS`;
     references.bib holds the rest), read when asked, so that a paper registered later is included."""
     return {key: paper.title for key, paper in PAPERS.items()}
@@ -94,7 +94,7 @@ def findings_frame(claims: pd.DataFrame) -> pd.DataFrame:
     verdict = [INTERIM if interim else v for v, interim in zip(shown["verdict"], claims["interim"])]
     # The verdict right after the measurement: at a laptop's page width the last columns scroll out of
     # view, and the verdict is what a reader of this table came for.
-    return pd.DataFrame({"paper": [titles().get(k, k) for k in claims["key"]], "chapter": claims["chapter"],
+    return pd.DataFrame({"paper": [paper_titles().get(k, k) for k in claims["key"]], "chapter": claims["chapter"],
                          "claim": shown["claim"], "paper reports": shown["paper"],
                          "this book [95% CI]": shown["measured [95% CI]"], "verdict": verdict, "p": p,
                          "n": shown["n"], "test": test, "role": shown["role"], "note": shown["note"]})
@@ -150,9 +150,9 @@ def tally(claims: pd.DataFrame) -> pd.DataFrame:
     if claims.empty:
         return pd.DataFrame()
     kind = _verdict_kind(claims).where(~claims["interim"], "interim")
-    out = (pd.DataFrame({"paper": [titles().get(k, k) for k in claims["key"]], "verdict": kind})
+    out = (pd.DataFrame({"paper": [paper_titles().get(k, k) for k in claims["key"]], "verdict": kind})
            .groupby(["paper", "verdict"]).size().unstack(fill_value=0))
-    order = [p for p in titles().values() if p in out.index]
+    order = [p for p in paper_titles().values() if p in out.index]
     cols = [c for c in ("supported", "contradicted", "not resolved", "not tested", "interim") if c in out]
     return out.loc[order, cols]
 
@@ -225,7 +225,7 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
     out = [f"Of the {int(paper.sum())} claims of the four papers that the chapters record, {were} "
            "resolved at the sizes these runs have (\"not resolved\": the test could not tell an effect from "
            "none at that size; it does not say that there is none)."]
-    for key, name in titles().items():
+    for key, name in paper_titles().items():
         mine = claims[paper & (claims["key"] == key)]
         if mine.empty:
             continue
