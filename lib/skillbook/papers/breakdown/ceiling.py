@@ -609,7 +609,7 @@ def status(root: str | Path, design: CeilingDesign) -> pd.DataFrame:
 # The commit that registered the design: profiles/ceiling.yml and chapter 11's design cells as they stand
 # there ("" until it exists). `start` refuses to run an unregistered design and freezes the registration
 # beside the records (`registration/preregistration.md`) before the first test episode.
-REGISTRATION_COMMIT = ""
+REGISTRATION_COMMIT = "f4fd3e33b20a972bdca40315dbde3e2125c5ba53"   # 2026-12-06
 REGISTERED_CELLS = (0, 3, 4, 5)
 
 
