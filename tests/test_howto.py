@@ -135,3 +135,52 @@ def test_a_new_paper_registers_its_chapters_and_chapter_10_groups_its_claims(mon
 def test_the_registry_holds_the_four_papers_and_their_chapters():
     assert list(papers.PAPERS) == ["breakdown", "assay", "skillrl", "skillc"]
     assert papers.paper_of("06_assay") == "assay" and papers.paper_of("10_findings") == ""
+
+
+# -- How to add a model backend (docs/HOWTO.md, third example) ------------------------------------------------
+def test_a_new_backend_kind_registers_and_answers_through_the_one_chat_interface():
+    """A toy kind, `toy:<answer>`, whose server this process starts: a FAKE OpenAI-compatible server that
+    always answers <answer> (control flow only)."""
+    from fakes import FakeOpenAIServer
+    from skillbook.llm import (
+        LLM,
+        BackendError,
+        BackendKind,
+        BackendSpec,
+        ResponseCache,
+        backends,
+        parse_backend,
+        register_backend,
+    )
+
+    class ToyServer:
+        def __init__(self, answer: str):
+            self.fake = FakeOpenAIServer(answer=answer)
+
+        def ensure(self) -> str:          # start if needed; the OpenAI-compatible base URL
+            return self.fake.url
+
+        def stop(self) -> None:
+            self.fake.close()
+
+    def parse(rest: str, backend: str) -> BackendSpec:
+        if not rest.isalpha():
+            raise BackendError(f"toy backend {backend!r} needs an answer of letters; {backends.usage()}")
+        return BackendSpec("toy", rest)
+
+    register_backend(BackendKind("toy", parse, ("'toy:<answer>' (a test's toy)",),
+                                 identity=lambda spec: f"toy:{spec.model}",
+                                 server=lambda spec, **options: ToyServer(spec.model)))
+    try:
+        llm = LLM("toy:hello", ResponseCache())
+        assert llm.identity == "toy:hello"
+        assert llm.chat([{"role": "user", "content": "hi"}], max_tokens=5).text == "hello"
+        with pytest.raises(BackendError, match=r"'toy:<answer>' \(a test's toy\)"):
+            parse_backend("nope:x")
+        with pytest.raises(ValueError, match="registered already"):
+            register_backend(BackendKind("toy", parse, (), identity=str))
+    finally:
+        backends.BACKEND_KINDS.pop("toy", None)          # the registration ends with the test
+        from skillbook.llm import servers
+        for key in [k for k in servers._SERVERS if k.startswith("toy:")]:
+            servers._SERVERS.pop(key).stop()

@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlparse
 
 DEFAULT_BACKEND = "embedded:qwen2.5-coder-1.5b"
@@ -42,7 +44,6 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
 }
 
-BACKEND_KINDS = ("embedded", "openai", "vllm")
 
 
 class BackendError(ValueError):
@@ -51,7 +52,7 @@ class BackendError(ValueError):
 
 @dataclass(frozen=True)
 class BackendSpec:
-    kind: str           # embedded | openai | vllm
+    kind: str           # a registered kind: embedded | openai | vllm | …
     model: str          # embedded model name, served model id, or HF model id
     base_url: str = ""  # only for openai: one URL, or several joined by commas (a fleet)
     adapter: str = ""   # embedded or vllm: "lora-<16 hex>", merged adapters (see ADAPTER)
@@ -67,57 +68,96 @@ class BackendSpec:
         return f"{self.kind}:{self.model}" + (f"+{self.adapter}" if self.adapter else "")
 
 
+@dataclass(frozen=True)
+class BackendKind:
+    """A kind of backend, the part of a backend string before ':' (docs/HOWTO.md: how to add one).
+
+    `parse(rest, backend)` reads the part after '<kind>:' into a `BackendSpec` or raises `BackendError`;
+    `forms` are its valid spellings, named in every error; `identity(spec)` is what answers, for the response
+    cache and the run fingerprints (never where it is served); `server(spec, **options)` makes the server this
+    process starts and stops (`None`: it is served elsewhere, at `spec.base_url`); `slots`: a llama.cpp
+    server, whose slots make deterministic (one slot) and role-slot serving; `fleet`: requests go to the
+    least busy of the servers the string names."""
+    name: str
+    parse: Callable[[str, str], BackendSpec]
+    forms: tuple[str, ...]
+    identity: Callable[[BackendSpec], str]
+    server: Callable[..., Any] | None = None
+    slots: bool = False
+    fleet: bool = False
+
+
+# The one registry of backend kinds; `skillbook.llm.kinds` registers embedded, openai and vllm.
+BACKEND_KINDS: dict[str, BackendKind] = {}
+
+
+def register_backend(kind: BackendKind) -> BackendKind:
+    """Add a kind of backend to `BACKEND_KINDS` (its name once)."""
+    if not kind.name.isidentifier() or kind.name != kind.name.lower():
+        raise ValueError(f"a backend kind is a lowercase identifier (it starts every backend string), "
+                         f"got {kind.name!r}")
+    if BACKEND_KINDS.get(kind.name, kind) is not kind:
+        raise ValueError(f"backend kind {kind.name!r} is registered already")
+    BACKEND_KINDS[kind.name] = kind
+    return kind
+
+
 # A merged policy is named by the digest of what was merged (`papers/skillrl/training.policy_id`), never by
 # a path: the same adapters give the same backend string, and so the same cache keys, on every machine.
 ADAPTER = re.compile(r"lora-[0-9a-f]{16}")
 
 
-_USAGE = ("valid backends: " + ", ".join(f"'embedded:{m}'" for m in EMBEDDED_MODELS)
-          + ", 'embedded:<model>+lora-<16 hex digits>' (a trained policy)"
-          + ", 'openai:<base_url>#<model>' (e.g. openai:http://localhost:8000/v1#Qwen/Qwen2.5-7B-Instruct),"
-          " 'openai:<url>,<url>,...#<model>' (a fleet of servers of that model), 'vllm:<hf-model-id>',"
-          " 'vllm:<hf-model-id>+lora-<16 hex digits>' (a trained policy)")
+def usage() -> str:
+    """Every valid spelling of a backend, for error messages."""
+    return "valid backends: " + ", ".join(f for kind in BACKEND_KINDS.values() for f in kind.forms)
 
 
 def parse_backend(backend: str) -> BackendSpec:
     """Parse a backend string; raise BackendError naming the valid choices otherwise."""
     if not isinstance(backend, str) or ":" not in backend:
-        raise BackendError(f"malformed backend {backend!r}: expected '<kind>:<model>'; {_USAGE}")
+        raise BackendError(f"malformed backend {backend!r}: expected '<kind>:<model>'; {usage()}")
     kind, rest = backend.split(":", 1)
     kind = kind.strip().lower()
-    rest = rest.strip()
     if kind not in BACKEND_KINDS:
-        raise BackendError(f"unknown backend kind {kind!r} in {backend!r}; {_USAGE}")
-    if kind == "embedded":
-        model, _, adapter = rest.partition("+")
-        if model not in EMBEDDED_MODELS:
-            raise BackendError(f"unknown embedded model {model!r}; {_USAGE}")
-        if adapter and not ADAPTER.fullmatch(adapter):
-            raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
-                               f"digits; {_USAGE}")
-        return BackendSpec("embedded", model, adapter=adapter)
-    if kind == "vllm":
-        model, sep, adapter = rest.rpartition("+lora-")
-        model, adapter = (model, "lora-" + adapter) if sep else (rest, "")
-        if not model:
-            raise BackendError(f"vllm backend needs a model id, e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct'; {_USAGE}")
-        if adapter and not ADAPTER.fullmatch(adapter):
-            raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
-                               f"digits; {_USAGE}")
-        return BackendSpec("vllm", model, adapter=adapter)
-    # openai:<base_url>#<model>, or openai:<url>,<url>,...#<model> (a fleet serving one model)
+        raise BackendError(f"unknown backend kind {kind!r} in {backend!r}; {usage()}")
+    return BACKEND_KINDS[kind].parse(rest.strip(), backend)
+
+
+def parse_embedded(rest: str, backend: str) -> BackendSpec:
+    model, _, adapter = rest.partition("+")
+    if model not in EMBEDDED_MODELS:
+        raise BackendError(f"unknown embedded model {model!r}; {usage()}")
+    if adapter and not ADAPTER.fullmatch(adapter):
+        raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
+                           f"digits; {usage()}")
+    return BackendSpec("embedded", model, adapter=adapter)
+
+
+def parse_vllm(rest: str, backend: str) -> BackendSpec:
+    model, sep, adapter = rest.rpartition("+lora-")
+    model, adapter = (model, "lora-" + adapter) if sep else (rest, "")
+    if not model:
+        raise BackendError(f"vllm backend needs a model id, e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct'; {usage()}")
+    if adapter and not ADAPTER.fullmatch(adapter):
+        raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
+                           f"digits; {usage()}")
+    return BackendSpec("vllm", model, adapter=adapter)
+
+
+def parse_openai(rest: str, backend: str) -> BackendSpec:
+    """openai:<base_url>#<model>, or openai:<url>,<url>,...#<model> (a fleet serving one model)."""
     if "#" not in rest:
-        raise BackendError(f"openai backend {backend!r} lacks '#<model>'; {_USAGE}")
+        raise BackendError(f"openai backend {backend!r} lacks '#<model>'; {usage()}")
     base_url, model = rest.rsplit("#", 1)
     urls = [u.strip().rstrip("/") for u in base_url.split(",")]
     for u in urls:
         url = urlparse(u)
         if url.scheme not in ("http", "https") or not url.netloc:
-            raise BackendError(f"openai backend {backend!r}: base_url {u!r} is not an http(s) URL; {_USAGE}")
+            raise BackendError(f"openai backend {backend!r}: base_url {u!r} is not an http(s) URL; {usage()}")
     if len(set(urls)) != len(urls):
-        raise BackendError(f"openai backend {backend!r} names a server twice; {_USAGE}")
+        raise BackendError(f"openai backend {backend!r} names a server twice; {usage()}")
     if not model:
-        raise BackendError(f"openai backend {backend!r} has an empty model name; {_USAGE}")
+        raise BackendError(f"openai backend {backend!r} has an empty model name; {usage()}")
     return BackendSpec("openai", model, ",".join(urls))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import openai
 
-from .backends import DEFAULT_BACKEND, EMBEDDED_MODELS, BackendSpec, backend_fingerprint, parse_backend
+from .backends import BACKEND_KINDS, DEFAULT_BACKEND, BackendSpec, parse_backend
 from .cache import ReplayMiss, ResponseCache
 from .servers import ServerError, _ChildServer, server_for
 
@@ -163,10 +163,11 @@ class LLM:
         self._settings: dict[str, Any] = {"seed": seed, "timeout": timeout, "max_retries": max_retries,
                                           "backoff_s": backoff_s, "deterministic": self.deterministic,
                                           **server_options}
-        self.role_slots = bool(role_slots) and self.deterministic and self.spec.kind == "embedded"
+        kind = BACKEND_KINDS[self.spec.kind]
+        self.role_slots = bool(role_slots) and self.deterministic and kind.slots
         if role_slots:
             self._settings["role_slots"] = True
-        if self.deterministic and self.spec.kind == "embedded":
+        if self.deterministic and kind.slots:
             server_options = {**server_options, "parallel": SLOTS if self.role_slots else 1}
         self._in_flight = threading.Lock() if self.deterministic else None
         self.backend = str(self.spec)
@@ -179,24 +180,17 @@ class LLM:
         self._server: _ChildServer | None = None
         self._client: openai.OpenAI | None = None
         self._server_options = server_options
-        self.fleet = Fleet(self.spec.base_urls) if self.spec.kind == "openai" else None
+        self.fleet = Fleet(self.spec.base_urls) if kind.fleet else None
         self._fleet_clients: dict[int, openai.OpenAI] = {}
-        if self.spec.kind == "embedded":
-            # a merged policy is another model: its adapters' digest is part of the identity (and so of every
-            # cache key and run fingerprint), never mixed with the base model's answers
-            self.identity = "gguf-sha256:" + EMBEDDED_MODELS[self.spec.model].sha256 + (
-                f"+{self.spec.adapter}" if self.spec.adapter else "")
-        else:
-            # a served model is named by its id, never by where it is served (`backend_fingerprint`):
-            # `openai:<model>` whichever server of a fleet answers, `vllm:<id>[+lora-…]`
-            self.identity = backend_fingerprint(self.backend)
+        self.identity = kind.identity(self.spec)     # what answers, never where it is served
+        self._serves_here = kind.server is not None
         self._client_lock = threading.Lock()
 
     # -- connection -------------------------------------------------------------------------------
     def _connect(self) -> openai.OpenAI:
         with self._client_lock:
             if self._client is None:
-                if self.spec.kind == "openai":
+                if not self._serves_here:
                     key = os.environ.get("SKILLBOOK_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
                     base_url = self.spec.base_url
                 else:

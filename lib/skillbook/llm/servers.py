@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import cache_dir
-from .backends import BackendError, BackendSpec
+from .backends import BACKEND_KINDS, BackendError, BackendSpec
 from .modelfiles import gguf_path, merged_hf_path
 
 
@@ -195,14 +195,12 @@ _REGISTRY_LOCK = threading.Lock()
 def server_for(spec: BackendSpec, **options: Any) -> _ChildServer:
     """The process-wide server of a backend (embedded or vllm), created on first use."""
     key = f"{spec}|{sorted(options.items())}"   # a one-slot (deterministic) server is not a four-slot one
+    make = BACKEND_KINDS[spec.kind].server
+    if make is None:
+        raise BackendError(f"backend {spec} is served elsewhere, not started by skillbook")
     with _REGISTRY_LOCK:
         if key not in _SERVERS:
-            if spec.kind == "embedded":
-                _SERVERS[key] = EmbeddedServer(spec.model, adapter=spec.adapter, **options)
-            elif spec.kind == "vllm":
-                _SERVERS[key] = VLLMServer(spec.model, adapter=spec.adapter, **options)
-            else:
-                raise BackendError(f"backend {key!r} is not started by skillbook")
+            _SERVERS[key] = make(spec, **options)
         return _SERVERS[key]
 
 
