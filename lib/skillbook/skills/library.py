@@ -19,6 +19,12 @@ from .record import Skill
 LIBRARY_FORMAT = 1
 
 
+# Retrieval as the first paper's appendix B sets it (top 5 by cosine of descriptions, at least 0.3): the
+# book's default wherever a paper retrieves from a SkillLibrary, defined here once.
+TOP_K = 5
+THRESHOLD = 0.3
+
+
 class SkillLibrary:
     def __init__(self, embedder: Embedder | None = None):
         self._embedder = embedder
@@ -109,7 +115,7 @@ class SkillLibrary:
         q = self.embedder.embed(query) if isinstance(query, str) else np.asarray(query, np.float32)
         return m @ q, ids
 
-    def search(self, query: str | np.ndarray, k: int = 5, threshold: float = 0.3,
+    def search(self, query: str | np.ndarray, k: int = TOP_K, threshold: float = THRESHOLD,
                where=None) -> list[tuple[Skill, float]]:
         """Top-k skills with cosine ≥ threshold, best first; `where(skill)` filters candidates."""
         if k < 1:
@@ -129,7 +135,7 @@ class SkillLibrary:
                     break
         return out
 
-    def top_k_ids(self, query_vec: np.ndarray, k: int = 5, threshold: float = 0.3) -> list[str]:
+    def top_k_ids(self, query_vec: np.ndarray, k: int = TOP_K, threshold: float = THRESHOLD) -> list[str]:
         """The fast path (no filter): argpartition over the whole matrix."""
         m, ids = self.matrix()
         sims = m @ query_vec

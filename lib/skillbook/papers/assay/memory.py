@@ -23,7 +23,7 @@ import numpy as np
 
 from ...memory import MemoryPolicy, content_hash
 from ...skills.embeddings import get_embedder
-from ...skills.library import SkillLibrary
+from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
 from ...skills.record import Skill
 
 TEMPLATE_PREFIX = "tpl-"
@@ -84,7 +84,7 @@ class PerTaskMasking:
 
 class AssayMemory(MemoryPolicy):
     def __init__(self, library: SkillLibrary, include: set[str] | list[str] | None = None,
-                 masking: PerTaskMasking | None = None, k: int = 5, threshold: float = 0.3, label: str = ""):
+                 masking: PerTaskMasking | None = None, k: int = TOP_K, threshold: float = THRESHOLD, label: str = ""):
         self.library = library
         self.include = None if include is None else set(include)
         self.masking = masking

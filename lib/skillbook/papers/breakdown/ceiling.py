@@ -47,7 +47,7 @@ from ...llm.backends import backend_fingerprint
 from ...memory import content_hash
 from ...profiles import ProfileError, load_profile, project_root
 from ...run import Condition, Interrupted, load_condition, run_condition
-from ...skills.library import SkillLibrary
+from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
 from .health import health_along, stream_health
 from .memory import InducedMemory
 from .oracle import OtherGamePlacebo, gold_library
@@ -80,8 +80,8 @@ class CeilingDesign:
     max_subtasks: int = 15
     max_subtask_steps: int = 10
     prompts: str = "v2"
-    k: int = 5
-    threshold: float = 0.3
+    k: int = TOP_K
+    threshold: float = THRESHOLD
     seed: int = 0
     chunk: int = 10                             # games every stream advances by before the next one runs
     seeds_searched: int = 1000                  # test (train) seeds among which distinct games are found

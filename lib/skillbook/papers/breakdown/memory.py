@@ -20,7 +20,7 @@ from ...llm.backends import backend_fingerprint
 from ...memory import MemoryPolicy, content_hash
 from ...prompts import check_version, version_files
 from ...records import Trajectory
-from ...skills.library import SkillLibrary
+from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
 from ...skills.record import FORMATS, Skill
 from .hygiene import add_with_hygiene, code_name, definitions
 from .induction import InductionError, induce, prompt, stop_of
@@ -29,9 +29,9 @@ SOURCES = ("all", "success", "failure")
 
 
 class InducedMemory(MemoryPolicy):
-    def __init__(self, llm, format: str = "text", prompt_level: str = "L3", k: int = 5, threshold: float = 0.3,
-                 source: str = "all", library: SkillLibrary | None = None, frozen: bool = False,
-                 min_steps: int = 1, show: bool = True, prompts: str = "v1"):
+    def __init__(self, llm, format: str = "text", prompt_level: str = "L3", k: int = TOP_K,
+                 threshold: float = THRESHOLD, source: str = "all", library: SkillLibrary | None = None,
+                 frozen: bool = False, min_steps: int = 1, show: bool = True, prompts: str = "v1"):
         if format not in FORMATS:
             raise ValueError(f"unknown skill format {format!r}; valid: {', '.join(FORMATS)}")
         if source not in SOURCES:

@@ -39,7 +39,7 @@ from ...run import (
     run_sessions,
 )
 from ...skills.agentskills import import_skills
-from ...skills.library import SkillLibrary
+from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
 from .hygiene import identities
 from .induction import PROMPT_LEVELS
 from .memory import InducedMemory, label_from_episodes, outcome_of, source_outcome
@@ -89,7 +89,7 @@ def imported_library(folder: str | Path) -> SkillLibrary:
     return library
 
 
-def condition(name: str, llm, agent: dict, prompt_level: str = "L3", k: int = 5, threshold: float = 0.3,
+def condition(name: str, llm, agent: dict, prompt_level: str = "L3", k: int = TOP_K, threshold: float = THRESHOLD,
               skills_folder: str = "") -> Condition:
     """One condition, '<level>-<format>' (format none, text, code, placebo or skills); memory conditions
     form one ordered stream. The agent's prompt version (`agent["prompts"]`) is its memory's too. A

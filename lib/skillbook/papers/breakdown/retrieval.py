@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ...skills.embeddings import get_embedder
-from ...skills.library import SkillLibrary
+from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
 from .hygiene import description_at
 
 
@@ -67,7 +67,8 @@ def threshold_sweep(library: SkillLibrary, queries: list[str], thresholds=(0.1, 
     return pd.DataFrame(rows)
 
 
-def query_explorer(libraries: dict[str, SkillLibrary], queries: list[str], k: int = 5, threshold: float = 0.3):
+def query_explorer(libraries: dict[str, SkillLibrary], queries: list[str], k: int = TOP_K,
+                   threshold: float = THRESHOLD):
     """A widget: pick a recorded query (works in the static book) or type one (needs a live kernel)."""
 
     def table(lib: SkillLibrary, query: str) -> str:

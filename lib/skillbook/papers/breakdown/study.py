@@ -54,6 +54,7 @@ from ...io import atomic_write_bytes
 from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
 from ...profiles import ProfileError, load_profile, project_root
 from ...run import Condition, Interrupted, frame, load_condition, run_condition, run_conditions
+from ...skills.library import THRESHOLD, TOP_K
 from .health import retrievals, skill_table, stream_health
 from .hygiene import identities
 from .pipeline import condition, interleave, library_of
@@ -136,8 +137,8 @@ class StudyDesign:
     max_subtask_steps: int = 10
     conditions: tuple = CONDITIONS
     prompt_level: str = "L3"
-    k: int = 5
-    threshold: float = 0.3
+    k: int = TOP_K
+    threshold: float = THRESHOLD
     seed: int = 0
     chunk: int = 10                        # tasks every stream advances by before the next stream runs
     planning_discordance: float = 0.3      # ψ used to fix n (from the calibration)

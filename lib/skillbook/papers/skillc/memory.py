@@ -5,7 +5,7 @@ import numpy as np
 
 from ...memory import MemoryPolicy, content_hash
 from ...records import Trajectory
-from ...skills.library import SkillLibrary
+from ...skills.library import THRESHOLD, SkillLibrary
 
 
 class CreditMemory(MemoryPolicy):
@@ -14,7 +14,7 @@ class CreditMemory(MemoryPolicy):
 
     Re-ranking (optional): the top `k` hits ordered by similarity × (0.5 + mean credit)."""
 
-    def __init__(self, library: SkillLibrary, k: int = 3, threshold: float = 0.3, rerank: bool = False,
+    def __init__(self, library: SkillLibrary, k: int = 3, threshold: float = THRESHOLD, rerank: bool = False,
                  retire_window: int | None = None, retire_below: float = 0.2, min_uses: int = 3):
         self.library, self.k, self.threshold, self.rerank = library, k, threshold, rerank
         self.retire_window, self.retire_below, self.min_uses = retire_window, retire_below, min_uses

@@ -15,7 +15,7 @@ from ...envs import EnvPool, require_splits
 from ...io import atomic_write_json
 from ...memory import content_hash
 from ...run import Condition, collect, run_condition
-from ...skills.library import SkillLibrary
+from ...skills.library import THRESHOLD, SkillLibrary
 from ..breakdown import frozen
 from .credit import KINDS, candidates, judge_credit, judge_id, replay, replay_ablation, spread, window_candidates
 from .macros import add_macro, macro_skill, make_macro
@@ -38,7 +38,7 @@ class SkillCSettings:
     min_credit: float = 0.1
     n_macros: int = 4              # at most this many macros (highest credit first)
     k: int = 3                     # retrieval
-    threshold: float = 0.3
+    threshold: float = THRESHOLD
     rerank: bool = False
 
     def validate(self) -> SkillCSettings:
