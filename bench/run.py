@@ -226,7 +226,7 @@ def episode_profile_bench(backend: str, n_games: int, out) -> dict:
     beside llama.cpp's reference rates, live from an empty response cache (a temporary run folder)."""
     import tempfile
 
-    from skillbook.book.laboratory import episode_profile, profile_table, reference_rates
+    from skillbook.book.measurements import episode_profile, profile_table, reference_rates
     llm = LLM(backend, ResponseCache()).warm_up()
     reference = reference_rates(llm)
     tasks = profile_tasks(n_games)
@@ -247,7 +247,7 @@ def serving_check(backend: str, options: dict, n_games: int) -> dict:
     with the default serving and once with `options`; elapsed seconds of each and the records compared."""
     import tempfile
 
-    from skillbook.book.laboratory import episode_profile
+    from skillbook.book.measurements import episode_profile
     from skillbook.llm import stop_all
     from skillbook.run.compare import compare_records
     tasks = profile_tasks(n_games)
@@ -278,7 +278,7 @@ SWEEP = ({}, {"threads": 1}, {"batch": 512, "ubatch": 512}, {"batch": 256, "ubat
 def sweep_bench(backend: str, trials: int = 3) -> dict:
     """`--sweep`: llama.cpp's own rates (`laboratory.reference_rates`) under each setting of `SWEEP`,
     each from a fresh server, and each relative to the default measured in the same run."""
-    from skillbook.book.laboratory import reference_rates
+    from skillbook.book.measurements import reference_rates
     from skillbook.llm import stop_all
     rows = []
     for options in SWEEP:
@@ -309,7 +309,7 @@ def speed_part(run_dir: str, backend: str, tasks: list[str], prompts: str = "") 
     this code the prompt version `prompts` (the baseline has no such setting)."""
     from pathlib import Path
 
-    from skillbook.book.laboratory import episode_profile
+    from skillbook.book.measurements import episode_profile
     cache = ResponseCache.for_run(run_dir)
     llm = LLM(backend, cache).warm_up()
     try:
@@ -329,7 +329,7 @@ def speed_bench(backend: str, n_games: int, out) -> dict:
     import pandas as pd
 
     from skillbook.analysis.stats import exact_mcnemar_p
-    from skillbook.book.laboratory import profile_table, reference_rates
+    from skillbook.book.measurements import profile_table, reference_rates
     from skillbook.io import cache_dir
     from skillbook.llm import stop_all
     from skillbook.run import load_condition

@@ -5,7 +5,7 @@ import itertools
 
 import pandas as pd
 
-from skillbook.book.laboratory import episode_profile, profile_table
+from skillbook.book.measurements import episode_profile, profile_table
 from test_breakdown_pipeline import TypedInducer
 
 _clock = itertools.count(1)
@@ -96,7 +96,7 @@ def test_the_laboratory_reads_what_make_bench_measured_and_says_what_it_did_not(
     so instead of failing. The real records of this checkout read without error."""
     import json
 
-    from skillbook.book.laboratory import bench_records
+    from skillbook.book.measurements import bench_records
     empty = bench_records(tmp_path)
     assert all(empty[k] is None for k in ("profile", "serving", "sweep", "concurrency", "speed"))
     (tmp_path / "sweep.json").write_text(json.dumps({"cores": 2, "measured": "2026-12-05", "rows": [
