@@ -5,6 +5,9 @@
 #   make test                        install into .venv, run the tests
 #   make study / make study-status   start or resume the study of chapter 09 in the background / its progress
 #   make ceiling-calibrate [SETTINGS=coin-L3]   the second study's dev calibration (issue 36)
+#   make replay-staged CHAPTERS=11_ceiling   replay chapters from what is staged (git add), in a fresh copy
+#                                    with empty caches, and stage the executed notebooks: a study that is
+#                                    still writing records can be committed with the chapter that shows them
 #   make rerun CHAPTER=05_utility SET="n_buckets=4" [RUN=mine] [LIVE=1]
 #                                    re-execute one chapter with changed parameters into runs/$(RUN)/
 #   make html RUN=mine               the book with runs/mine/'s chapters in place of the profile's
@@ -22,6 +25,7 @@ PYTHON  ?= python3
 DIR     ?=
 BENCH   ?=
 SETTINGS ?=
+CHAPTERS ?=
 # The CPU wheel of torch, pinned: installed first so that no dependency pulls a multi-GB CUDA build.
 TORCH   := torch==2.13.0
 VENV    := .venv
@@ -33,7 +37,7 @@ EXTRAS  := test,train
 export HF_HUB_OFFLINE := 1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: lint offline-kit install-offline install book chapters html rerun test bench clean check-java study study-status study-stop calibrate ceiling-calibrate ceiling ceiling-status ceiling-stop check-bwrap
+.PHONY: lint offline-kit install-offline install book chapters html rerun test bench clean check-java study study-status study-stop calibrate ceiling-calibrate ceiling ceiling-status ceiling-stop check-bwrap replay-staged
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -122,7 +126,17 @@ ceiling-status: install
 ceiling-stop: install
 	$(PY) -m skillbook.papers.breakdown.ceiling stop --profile ceiling
 
-# A room without network (workshop.md): fetch once where there is network, copy DIR by USB, install from it.
+# The index, not the working tree: the background study keeps appending records while this runs.
+replay-staged: install
+	@test -n "$(CHAPTERS)" || { echo "usage: make replay-staged CHAPTERS=11_ceiling"; exit 2; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	git checkout-index -a --prefix="$$tmp/copy/" && \
+	(cd "$$tmp/copy" && SKILLBOOK_CACHE="$$tmp/cache/skillbook" XDG_CACHE_HOME="$$tmp/cache" \
+	  SKILLBOOK_REPLAY_ONLY=1 PYTHONPATH="$$tmp/copy/lib" $(CURDIR)/$(PY) -m skillbook.book execute \
+	  --profile $(PROFILE) --chapters $(CHAPTERS)) && \
+	for c in $$(echo $(CHAPTERS) | tr , ' '); do cp "$$tmp/copy/runs/$(PROFILE)/$$c.ipynb" "runs/$(PROFILE)/$$c.ipynb" && \
+	  git add "runs/$(PROFILE)/$$c.ipynb"; done
+ (workshop.md): fetch once where there is network, copy DIR by USB, install from it.
 offline-kit: install
 	@test -n "$(DIR)" || { echo "usage: make offline-kit DIR=<a folder to copy to the participants' laptops>"; exit 2; }
 	$(PY) -m skillbook.kit fetch "$(DIR)" --pin "$(TORCH)"
