@@ -303,13 +303,24 @@ SPEED_CONDITIONS = ("subtask-none", "subtask-text")
 NEW_PROMPTS = "v3"     # this code runs with the prompt version of the studies registered after issue 35
 
 
+def profile_function():
+    """`episode_profile` of whichever library is first on the path. The baseline (`BASELINE`) has it in
+    `book/laboratory.py`, the module's name before issue 38 renamed it `book/measurements.py`; importing
+    only the new name failed the old half of `--speed` (the real case, 2026-12-06)."""
+    try:
+        from skillbook.book.measurements import episode_profile
+    except ModuleNotFoundError:
+        from skillbook.book.laboratory import episode_profile
+    return episode_profile
+
+
 def speed_part(run_dir: str, backend: str, tasks: list[str], prompts: str = "") -> None:
     """One version's half of `--speed`, run in a child process by whichever library is first on its path
     (it uses only what the baseline commit has): both conditions with that version's defaults, and for
     this code the prompt version `prompts` (the baseline has no such setting)."""
     from pathlib import Path
 
-    from skillbook.book.measurements import episode_profile
+    episode_profile = profile_function()
     cache = ResponseCache.for_run(run_dir)
     llm = LLM(backend, cache).warm_up()
     try:
