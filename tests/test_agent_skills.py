@@ -111,31 +111,33 @@ def test_a_folder_of_agent_skills_runs_as_a_memory_condition_and_replays(fake_en
     """The first paper's pipeline with `subtask-skills`: the hand-written skill is retrieved into the
     agent's prompt, the run replays with no model call, and a bad folder is refused before any."""
     from fakes import FakeModel
+    from skillbook.agent import AgentConfig
     from skillbook.envs import sample_tasks
-    from skillbook.papers.breakdown import TransferSpec, interleave, load_transfer, run_transfer
+    from skillbook.papers.breakdown import TransferSettings, interleave, load_transfer, run_transfer
     write(tmp_path / "mine", "count-to-the-goal",
           "name: count-to-the-goal\ndescription: Make the counter show the goal then say done.\n",
           "1. Say add one until the counter shows the goal.\n2. Say done.\n")
     stream = interleave(sample_tasks("fake/count,fake/fetch", "dev", 1, seed=0), seed=0)
 
-    def spec(folder):
-        return TransferSpec(stream=stream, conditions=["subtask-none", "subtask-skills"],
-                            agent={"max_steps": 6, "max_subtask_steps": 3, "n_examples": 0}, env_options={},
-                            prompt_level="L3", k=5, threshold=0.0, task_types="fake/count,fake/fetch",
-                            split="dev", n_tasks=1, seed=0, backend="fake:scripted", skills_folder=folder)
+    def settings(folder):
+        return TransferSettings(stream=stream, conditions=["subtask-none", "subtask-skills"],
+                                agent=AgentConfig(max_steps=6, max_subtask_steps=3, n_examples=0), env_options={},
+                                prompt_level="L3", k=5, threshold=0.0, task_types="fake/count,fake/fetch",
+                                split="dev", n_tasks=1, seed=0, backend="fake:scripted", skills_folder=folder)
     llm = FakeModel()
-    t = run_transfer(tmp_path / "run", llm, spec(str(tmp_path / "mine")))
+    t = run_transfer(tmp_path / "run" / "transfer", llm, settings(str(tmp_path / "mine")))
     shown = [m["content"] for messages in llm.calls for m in messages
              if "Say add one until the counter" in m["content"]]
     assert shown, "the imported skill never reached a prompt"
     assert [s.id for s in t.libraries["subtask-skills"]] == ["count-to-the-goal"]
     n = len(llm.calls)
-    again = run_transfer(tmp_path / "run", llm, spec(str(tmp_path / "mine")))
-    assert len(llm.calls) == n and load_transfer(tmp_path / "run").spec.skills_folder == str(tmp_path / "mine")
+    again = run_transfer(tmp_path / "run" / "transfer", llm, settings(str(tmp_path / "mine")))
+    assert len(llm.calls) == n
+    assert load_transfer(tmp_path / "run" / "transfer").settings.skills_folder == str(tmp_path / "mine")
     write(tmp_path / "bad", "Bad", "name: Bad\ndescription: x\n")
     with pytest.raises(AgentSkillsError, match="must be lowercase"):
-        run_transfer(tmp_path / "run2", llm, spec(str(tmp_path / "bad")))
-    assert len(llm.calls) == n and again.spec == t.spec
+        run_transfer(tmp_path / "run2" / "transfer", llm, settings(str(tmp_path / "bad")))
+    assert len(llm.calls) == n and again.settings == t.settings
 
 
 def test_a_chapter_over_records_without_a_library_says_so(tmp_path):

@@ -36,9 +36,10 @@ DATA = Path(__file__).parent / "data" / "assay_workshop_twx.json"
 TASKS = {"train": ["fake/count/train/2", "fake/count/train/0", "fake/fetch/train/0"],
          "dev": ["fake/count/dev/0", "fake/count/dev/1", "fake/fetch/dev/0", "fake/fetch/dev/1"],
          "test": ["fake/count/test/0", "fake/fetch/test/0", "fake/count/test/1", "fake/fetch/test/1"]}
-AGENT = dict(max_steps=6, max_subtasks=2, max_subtask_steps=6, n_examples=0)
+AGENT = AgentConfig(max_steps=6, max_subtasks=2, max_subtask_steps=6, n_examples=0)   # the task-level agent
 SETTINGS = dict(K=8, f=0.4, outcome="success", tau_split=0.5, max_split=1, tau_retire=0.05, tau_merge=0.85,
                 k=20, threshold=-1.0)
+RUN = dict(tasks=TASKS, agent=AGENT, env="fake", seed=0)      # the run's fields of AssaySettings
 FAKE_TEMPLATES = [("tpl-calm", "Stay calm", "Breathe."), ("tpl-read", "Read the room", "Look first."),
                   ("tpl-one", "One action per turn", "Write one action."),
                   ("tpl-stop", "Stop when done", "Say done at the end."),
@@ -101,8 +102,8 @@ def markers(skill_ids, library) -> set[str]:
 
 def test_run_assay_end_to_end_on_the_fake_world(tmp_path, fake_env, fake_templates):
     llm = AssayFake()
-    settings = AssaySettings(**SETTINGS)
-    r = run_assay(tmp_path, llm, TASKS, AGENT, "fake", settings, seed=0)
+    settings = AssaySettings(**SETTINGS, **RUN)
+    r = run_assay(tmp_path, llm, settings)
     ids = [s.id for s in r.library]
     by_marker = {m: s.id for s in r.library for m in re.findall(r"ZAP\w+", s.description)}
     # 1. upstream: one skill per kind of training task (the second pass merged into the first), templates added
@@ -129,6 +130,8 @@ def test_run_assay_end_to_end_on_the_fake_world(tmp_path, fake_env, fake_templat
     assert (c[by_marker["ZAPFETCH"]][:2] < 0).all()                     # hurts count
     saved = json.loads((tmp_path / "attribution.json").read_text())
     assert saved["skill_ids"] == ids and saved["masked"] == "every skill"
+    assert saved["settings"] == settings.method() and list(saved["settings"]) == list(settings.method())
+    assert "tasks" not in saved["settings"] and "agent" not in saved["settings"]   # the knobs, not the run
     # 3. restructuring: the sign-flipping skill is split (the gate sees 0 → 0.5), templates are untouched
     log = r.log.set_index("step")
     assert log.loc["split", "changed"] == [by_marker["ZAPCOUNT"]] == split_candidates(ids, a["heterogeneity"],
@@ -154,7 +157,7 @@ def test_run_assay_end_to_end_on_the_fake_world(tmp_path, fake_env, fake_templat
             assert {t[0] for t in FAKE_TEMPLATES} <= set(e.retrieved)    # templates shown in every condition
     # resume: the same call replays every stage; the only model calls are the split rewrites
     again = AssayFake()
-    r2 = run_assay(tmp_path, again, TASKS, AGENT, "fake", settings, seed=0)
+    r2 = run_assay(tmp_path, again, settings)
     assert set(again.kinds()) <= {"split"} and r2.test.equals(r.test)
     np.testing.assert_array_equal(r2.attribution["C"], a["C"])
 
@@ -162,11 +165,16 @@ def test_run_assay_end_to_end_on_the_fake_world(tmp_path, fake_env, fake_templat
 def test_run_assay_refuses_before_model_time(tmp_path, fake_env):
     llm = AssayFake()
     with pytest.raises(ValueError, match="no Assay templates for env 'fake'; valid: twx, sciworld, tau2"):
-        run_assay(tmp_path, llm, TASKS, AGENT, "fake", AssaySettings(**SETTINGS))
+        run_assay(tmp_path, llm, AssaySettings(**SETTINGS, **RUN))
+    twx = {**RUN, "env": "twx"}
     with pytest.raises(ValueError, match="valid: none, full"):
-        run_assay(tmp_path, llm, TASKS, AGENT, "twx", AssaySettings(**SETTINGS), conditions=["oracle"])
+        run_assay(tmp_path, llm, AssaySettings(**SETTINGS, **{**twx, "conditions": ["oracle"]}))
     with pytest.raises(ValueError, match="missing: \\['dev'\\]"):
-        run_assay(tmp_path, llm, {**TASKS, "dev": []}, AGENT, "twx", AssaySettings(**SETTINGS))
+        run_assay(tmp_path, llm, AssaySettings(**SETTINGS, **{**twx, "tasks": {**TASKS, "dev": []}}))
+    with pytest.raises(TypeError, match="AgentConfig"):
+        run_assay(tmp_path, llm, AssaySettings(**SETTINGS, **{**twx, "agent": dict(max_steps=6)}))
+    with pytest.raises(ValueError, match="task-level agent"):
+        run_assay(tmp_path, llm, AssaySettings(**SETTINGS, **{**twx, "agent": AgentConfig(level="subtask")}))
     assert llm.calls == [] and not list(tmp_path.iterdir())
 
 
@@ -190,7 +198,7 @@ def test_real_case_templates_are_masked_and_measured(tmp_path, fake_env):
     # a policy under which one template matters: count tasks are solved only when "Look before acting" is shown
     llm = FakeModel(policy=lambda obs: solve(obs) if "Look before acting" in obs or "Goal" not in obs else "say done")
     settings = AssaySettings(K=6, f=0.4, outcome="success", k=10, threshold=-1.0)
-    a = mask_trials(tmp_path, llm, lib, TASKS["dev"], AgentConfig(**AGENT), settings, seed=0)
+    a = mask_trials(tmp_path, llm, lib, TASKS["dev"], AGENT, settings, seed=0)
     assert a["skill_ids"] == ids and a["C"].shape == (10, 4)
     assert all(0 < a["masks"][:, j].sum() < 6 for j in tpl)              # each template in some trials, out of others
     for k, m in enumerate(a["masks"]):                                    # a trial shows a template iff its mask does
@@ -204,7 +212,7 @@ def test_real_case_templates_are_masked_and_measured(tmp_path, fake_env):
     (other / "masks.json").write_text(json.dumps(real["masks.json"]))
     n = len(llm.calls)
     with pytest.raises(ValueError, match="templates forced into every mask"):
-        mask_trials(other, llm, lib, TASKS["dev"], AgentConfig(**AGENT), settings, seed=0)
+        mask_trials(other, llm, lib, TASKS["dev"], AGENT, settings, seed=0)
     assert len(llm.calls) == n
 
 
@@ -212,7 +220,7 @@ def test_masks_are_drawn_once_and_a_changed_draw_is_refused(tmp_path, fake_env):
     lib = real_library()
     llm = FakeModel()
     settings = AssaySettings(K=4, f=0.4, outcome="success")
-    config = AgentConfig(**AGENT)
+    config = AGENT
     a = mask_trials(tmp_path, llm, lib, TASKS["dev"][:2], config, settings, seed=1)
     saved = (tmp_path / "masks.json").read_text()
     n = len(llm.calls)
@@ -239,7 +247,7 @@ def test_dev_gate_runs_each_library_once_with_every_skill_shown(tmp_path, fake_e
         lib.add(Skill(f"t{i}", desc, body))
     from skillbook.papers.assay.templates import with_templates
     lib = with_templates(lib, "fake")
-    gate = DevGate(tmp_path, llm, TASKS["dev"], AgentConfig(**AGENT), AssaySettings(**SETTINGS))
+    gate = DevGate(tmp_path, llm, TASKS["dev"], AGENT, AssaySettings(**SETTINGS))
     assert gate.pass_rate(lib, "original") == 0.0                           # count: ZAPFETCH; fetch: ZAPCOUNT
     n = len(llm.calls)
     assert gate.pass_rate(lib, "original") == 0.0 and len(llm.calls) == n   # the same library: a replay
@@ -254,13 +262,11 @@ def test_dev_gate_runs_each_library_once_with_every_skill_shown(tmp_path, fake_e
 
 def test_a_folder_of_agent_skills_is_one_more_assay_test_condition(tmp_path, fake_env, fake_templates):
     # issue 39: chapter 06's `skills_folder` adds the test condition `skills`
-    from skillbook.papers.breakdown import imported_library
     folder = tmp_path / "skills" / "count-then-say-done"
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text("---\nname: count-then-say-done\ndescription: Make the counter show the "
                                      "goal, then say done.\n---\n\nSay add one until the goal, then say done.\n")
     llm = AssayFake()
-    run = run_assay(tmp_path / "run", llm, TASKS, AGENT, "fake", AssaySettings(**SETTINGS), seed=0,
-                    skills_library=imported_library(tmp_path / "skills"))
+    run = run_assay(tmp_path / "run", llm, AssaySettings(**SETTINGS, **RUN, skills_folder=str(tmp_path / "skills")))
     assert "skills" in set(run.test.condition)
     assert (tmp_path / "run" / "test" / "skills" / "run.json").exists()

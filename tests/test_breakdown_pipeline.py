@@ -3,6 +3,7 @@ follow-ups (E.2, E.3, E.4, prompt ablation), reading them back, the placebo cond
 labels for E.3, and pooling every run that retrieved skills with each episode once. Control flow only:
 seconds, no simulator, no language model (the sentence embedder is real)."""
 import re
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -15,7 +16,7 @@ from skillbook.papers.breakdown import (
     DEFAULT_CONDITIONS,
     E3_HALVES,
     InducedMemory,
-    TransferSpec,
+    TransferSettings,
     interleave,
     load_transfer,
     parse_conditions,
@@ -26,7 +27,7 @@ from skillbook.papers.breakdown.utility import score_library
 from skillbook.skills import Skill
 from skillbook.skills.library import SkillLibrary
 
-AGENT = {"max_steps": 6, "max_subtask_steps": 3, "n_examples": 0}   # count task 26 (goal 3) fails at subtask level
+AGENT = AgentConfig(max_steps=6, max_subtask_steps=3, n_examples=0)   # count task 26 (goal 3) fails at subtask level
 
 
 class TypedInducer(FakeModel):
@@ -42,12 +43,12 @@ class TypedInducer(FakeModel):
         return super().reply(messages)
 
 
-def spec(conditions, n_tasks=2, seed=0):
+def transfer_settings(conditions, n_tasks=2, seed=0):
     from skillbook.envs import sample_tasks
     stream = interleave(sample_tasks("fake/count,fake/fetch", "dev", n_tasks, seed=seed), seed=seed)
-    return TransferSpec(stream=stream, conditions=list(conditions), agent=dict(AGENT), env_options={},
-                        prompt_level="L3", k=5, threshold=0.0, task_types="fake/count,fake/fetch", split="dev",
-                        n_tasks=n_tasks, seed=seed, backend="fake:scripted")
+    return TransferSettings(stream=stream, conditions=list(conditions), agent=AGENT, env_options={},
+                            prompt_level="L3", k=5, threshold=0.0, task_types="fake/count,fake/fetch",
+                            split="dev", n_tasks=n_tasks, seed=seed, backend="fake:scripted")
 
 
 def test_interleave_alternates_task_types_in_a_seeded_order():
@@ -70,7 +71,7 @@ def test_conditions_are_checked_by_name_before_any_model_time():
 
 def test_load_transfer_names_the_chapter_that_records_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="02_induction"):
-        load_transfer(tmp_path)
+        load_transfer(tmp_path / "transfer")
 
 
 @pytest.fixture(scope="module")
@@ -79,25 +80,26 @@ def transfer(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     from skillbook import envs
     mp.setitem(envs.ENVS, "fake", FakeWorld)
-    root = tmp_path_factory.mktemp("transfer")
+    run_dir = tmp_path_factory.mktemp("records") / "transfer"
     llm = TypedInducer()
-    t = run_transfer(root, llm, spec(["task-none", "task-text", "subtask-none", "subtask-text", "subtask-placebo"]))
+    t = run_transfer(run_dir, llm,
+                     transfer_settings(["task-none", "task-text", "subtask-none", "subtask-text", "subtask-placebo"]))
     heldout = t.heldout(1, seed=1)
     e2 = t.e2(llm, heldout)
     e3, sizes = t.e3(llm, heldout)
     ablation = t.prompt_ablation(llm, 2)
-    texts = envs.task_texts(t.spec.stream + heldout)
+    texts = envs.task_texts(t.settings.stream + heldout)
     scores = pd.concat([score_library(lib, list(texts.values())).assign(condition=c)
                         for c, lib in t.libraries.items()], ignore_index=True)
     e4 = t.e4(llm, heldout, scores)
-    yield {"t": t, "llm": llm, "root": root, "heldout": heldout, "e2": e2, "e3": e3, "sizes": sizes,
+    yield {"t": t, "llm": llm, "run_dir": run_dir, "heldout": heldout, "e2": e2, "e3": e3, "sizes": sizes,
            "ablation": ablation, "e4": e4, "scores": scores, "texts": list(texts.values())}
     mp.undo()
 
 
 def test_the_stream_runs_every_condition_and_reads_back_without_a_model_call(transfer, fake_env):
-    t, llm, root = transfer["t"], transfer["llm"], transfer["root"]
-    assert t.spec.stream == ["fake/count/dev/24", "fake/fetch/dev/2", "fake/count/dev/26", "fake/fetch/dev/16"]
+    t, llm, run_dir = transfer["t"], transfer["llm"], transfer["run_dir"]
+    assert t.settings.stream == ["fake/count/dev/24", "fake/fetch/dev/2", "fake/count/dev/26", "fake/fetch/dev/16"]
     assert set(t.results) == {"task-none", "task-text", "subtask-none", "subtask-text", "subtask-placebo"}
     success = {c: [e.success for e in r.episodes] for c, r in t.results.items()}
     assert success["task-none"] == success["task-text"] == [True] * 4
@@ -106,16 +108,26 @@ def test_the_stream_runs_every_condition_and_reads_back_without_a_model_call(tra
     assert t.memory_conditions == ["task-text", "subtask-text", "subtask-placebo"]
     assert t.skill_conditions == ["task-text", "subtask-text"]
     assert [len(lib) for lib in t.libraries.values()] == [2, 2, 2]      # one skill per task type
+    assert t.run_dir == run_dir
+    assert all((run_dir / c / "run.json").exists() for c in t.settings.conditions)   # the folder itself, no transfer/
     n = len(llm.calls)
-    again = load_transfer(root)
-    assert again.spec == t.spec and {c: [e.to_dict() for e in r.episodes] for c, r in again.results.items()} == \
+    again = load_transfer(run_dir)
+    assert again.settings == t.settings and again.run_dir == run_dir
+    assert {c: [e.to_dict() for e in r.episodes] for c, r in again.results.items()} == \
         {c: [e.to_dict() for e in r.episodes] for c, r in t.results.items()}
-    assert run_transfer(root, llm, t.spec).spec == t.spec and len(llm.calls) == n   # a replay
+    assert run_transfer(run_dir, llm, t.settings).settings == t.settings and len(llm.calls) == n   # a replay
+    # experiment.json records the agent whole (as it fingerprints its runs), without the level each condition sets
+    from skillbook.io import read_json
+    recorded = read_json(run_dir / "experiment.json", "experiment settings")
+    assert recorded["agent"] == {k: v for k, v in AGENT.record().items() if k != "level"}
+    assert "level" not in recorded["agent"] and recorded["agent"]["max_subtask_steps"] == 3
+    with pytest.raises(FileNotFoundError, match="the transfer run's own folder"):   # the root given: named
+        load_transfer(run_dir.parent)
 
 
 def test_followups_run_on_held_out_tasks_under_their_names(transfer):
     t, heldout = transfer["t"], transfer["heldout"]
-    assert heldout and not set(heldout) & set(t.spec.stream)
+    assert heldout and not set(heldout) & set(t.settings.stream)
     assert {t2.split("/")[1] for t2 in heldout} == {"count", "fetch"}
     assert set(transfer["e2"]) == {"task-none", "task+task-text-library", "task+subtask-text-library"}
     assert set(transfer["e3"]) == set(E3_HALVES) | {"subtask-none"}
@@ -187,8 +199,8 @@ def test_the_placebo_prompt_has_the_text_conditions_skills_shape_and_none_of_the
     in the same prompt slot, and none of what they say. The fake model acts the same whatever the
     skills say, so both streams see the same tasks, write the same libraries and retrieve alike."""
     text_llm, placebo_llm = TypedInducer(), TypedInducer()
-    t_text = run_transfer(tmp_path / "text", text_llm, spec(["subtask-text"]))
-    t_placebo = run_transfer(tmp_path / "placebo", placebo_llm, spec(["subtask-placebo"]))
+    t_text = run_transfer(tmp_path / "text" / "transfer", text_llm, transfer_settings(["subtask-text"]))
+    t_placebo = run_transfer(tmp_path / "placebo" / "transfer", placebo_llm, transfer_settings(["subtask-placebo"]))
     real, fake = t_text.results["subtask-text"].episodes, t_placebo.results["subtask-placebo"].episodes
     assert [len(sub.retrieved) for e in real for sub in e.subtasks] == \
         [len(sub.retrieved) for e in fake for sub in e.subtasks]
@@ -260,9 +272,9 @@ def test_skills_are_labelled_with_the_tasks_final_outcome_not_the_subtasks_end_s
 
 def test_the_skills_table_counts_writes_an_end_of_span_label_would_misfile(tmp_path, fake_env):
     from skillbook.papers.breakdown import Transfer
-    s = spec(["subtask-text"])
-    s.agent = {**AGENT, "max_subtask_steps": 1}
-    t = run_transfer(tmp_path, TwoSubtasks(), s)
+    s = transfer_settings(["subtask-text"])
+    s.agent = replace(AGENT, max_subtask_steps=1)
+    t = run_transfer(tmp_path / "transfer", TwoSubtasks(), s)
     assert isinstance(t, Transfer)
     fetch = [e for e in t.episodes["subtask-text"] if "fetch" in e.task_id]
     assert all(e.success and len(e.subtasks) == 2 for e in fetch)
@@ -329,7 +341,7 @@ def test_followups_replay_in_a_new_process_after_running_live_in_one(transfer, f
     before = {c: [s.to_dict() for s in lib] for c, lib in t.libraries.items()}
     t.e2(transfer["llm"], transfer["heldout"])
     assert {c: [s.to_dict() for s in lib] for c, lib in t.libraries.items()} == before
-    again = load_transfer(transfer["root"])                     # a new reader: what a new process sees
+    again = load_transfer(transfer["run_dir"])                     # a new reader: what a new process sees
     n = len(transfer["llm"].calls)
     again.e2(transfer["llm"], transfer["heldout"])
     again.e3(transfer["llm"], transfer["heldout"])
@@ -341,12 +353,39 @@ def test_the_prompt_ablation_runs_the_levels_the_main_run_did_not_use(tmp_path, 
     """The real case (workshop exercise 04.1 after 02.1 set prompt_level=L2): the ablation always ran L1 and
     L2 and chapter 04 labelled the main run 'L3', so 'L2' repeated the main run call for call (every answer
     from the cache) and no L3 prompt ran at all."""
-    from dataclasses import replace
     llm = TypedInducer()
-    t = run_transfer(tmp_path, llm, replace(spec(["subtask-none", "subtask-text"]), prompt_level="L2"))
+    t = run_transfer(tmp_path / "transfer", llm,
+                     replace(transfer_settings(["subtask-none", "subtask-text"]), prompt_level="L2"))
     ablation = t.prompt_ablation(llm, 2)
     assert set(ablation) == {"L1", "L3"}
     from skillbook.papers.breakdown.pipeline import library_of
     written = library_of(t.run_dir / "ablation" / "L3")
     assert len(written) and {s.provenance["prompt_level"] for s in written} == {"L3"}
     assert set(t.prompt_ablation(llm, 2)) == {"L1", "L3"}       # recorded: read back, not run again
+
+
+def test_a_replay_over_an_older_experiment_record_writes_nothing(transfer, fake_env):
+    """experiment.json written before issue 38 held only the agent fields the chapter set (the committed
+    workshop record: max_steps, max_subtasks, max_subtask_steps). A replay with the same settings must
+    leave it byte for byte, also when the records are read-only (a USB kit, a share)."""
+    import json
+    import os
+    import stat
+
+    t, llm, run_dir = transfer["t"], transfer["llm"], transfer["run_dir"]
+    path = run_dir / "experiment.json"
+    saved = path.read_bytes()
+    old = t.settings.record()
+    old["agent"] = {k: v for k, v in old["agent"].items() if k in ("max_steps", "max_subtask_steps", "n_examples")}
+    older = json.dumps(old, indent=1).encode()
+    path.write_bytes(older)
+    os.chmod(path, stat.S_IRUSR)
+    os.chmod(run_dir, stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        n = len(llm.calls)
+        again = run_transfer(run_dir, llm, t.settings)
+        assert again.settings == t.settings and len(llm.calls) == n and path.read_bytes() == older
+    finally:
+        os.chmod(run_dir, stat.S_IRWXU)
+        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+        path.write_bytes(saved)

@@ -59,6 +59,13 @@ def test_bad_designs_are_refused_before_any_model_time():
         design(prompts="v7")
 
 
+def test_the_designs_agent_is_the_subtask_level_agent_config_of_every_condition():
+    from skillbook.agent import AgentConfig
+    d = design(prompts="v2")
+    assert d.agent == AgentConfig(level="subtask", max_steps=6, max_subtasks=d.max_subtasks, max_subtask_steps=4,
+                                  prompts="v2")
+    assert "agent" not in d.settings()                   # the registration's fields, not the property
+
 def test_a_ceiling_run_records_every_stream_and_resumes_with_no_new_call(fake_env, tmp_path):
     model, d = FakeModel(), design()
     model.cache = ResponseCache.for_run(tmp_path)

@@ -142,7 +142,7 @@ def test_every_fingerprint_names_the_model_not_where_it_is_served(where):
     s = settings_of(agent, {"tau2": {"user_backend": where}}, "stream")
     assert backend_fingerprint(where) == llm.identity == "openai:m"
     assert s["backend"] == s["memory"]["llm"] == s["env_options"]["tau2"]["user_backend"] == "openai:m"
-    assert study_settings(llm, GoldSettings(), {})["backend"] == "openai:m"
+    assert study_settings(llm, GoldSettings())["backend"] == "openai:m"
     assert backend_fingerprint("openai:http://10.0.0.1:8000/v1#other") == "openai:other"
 
 

@@ -94,14 +94,15 @@ def lights(monkeypatch):
 
 
 def test_a_new_benchmark_registers_and_runs_the_first_papers_pipeline(lights, tmp_path):
+    from skillbook.agent import AgentConfig
     from skillbook.envs import sample_tasks
-    from skillbook.papers.breakdown import TransferSpec, run_transfer
+    from skillbook.papers.breakdown import TransferSettings, run_transfer
     stream = sample_tasks("lights/lamps", "dev", 4, seed=0)
-    spec = TransferSpec(stream=stream, conditions=["subtask-none", "subtask-text"],
-                        agent={"max_steps": 8, "max_subtask_steps": 5, "n_examples": 1}, env_options={},
-                        prompt_level="L3", k=5, threshold=0.0, task_types="lights/lamps", split="dev", n_tasks=4,
-                        seed=0, backend="fake:scripted")
-    run = run_transfer(tmp_path, FakeModel(policy=lights_policy), spec)
+    settings = TransferSettings(stream=stream, conditions=["subtask-none", "subtask-text"],
+                                agent=AgentConfig(max_steps=8, max_subtask_steps=5, n_examples=1), env_options={},
+                                prompt_level="L3", k=5, threshold=0.0, task_types="lights/lamps", split="dev",
+                                n_tasks=4, seed=0, backend="fake:scripted")
+    run = run_transfer(tmp_path / "transfer", FakeModel(policy=lights_policy), settings)
     episodes = run.df
     assert len(episodes) == 8 and episodes.success.all()
     assert len(run.libraries["subtask-text"]) >= 1                 # skills were induced from its subtasks

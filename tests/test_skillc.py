@@ -1,6 +1,7 @@
 """SKILLC: candidates, replay credit (neutral and deletion, open and closed loop) on real gold trajectories,
 saturated replays, the judge's prompt, the gold-trajectory study, macro expansion, judge reply parsing."""
 import inspect
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -303,9 +304,9 @@ def test_gold_study_on_real_twx_records_resumes_and_refuses_another_judge(tmp_pa
     opts = {"twx": {"game_params": TWC}}
     tasks = gold_tasks("twx/twc,twx/arithmetic", 2, env_options=opts)
     s = GoldSettings(windows=4, max_len=2, judged_deletions=3, closed_loop=2, closed_slack=1,
-                     agent={"n_examples": 0, "loop_patience": 2})
+                     agent=AgentConfig(n_examples=0, loop_patience=2), task_ids=tasks, env_options=opts)
     llm = FakeModel()
-    study = gold_study(tmp_path, llm, tasks, s, opts, progress=False)
+    study = gold_study(tmp_path, llm, s, progress=False)
     t, w = study.trajectories, study.windows
     assert t.task_id.tolist() == tasks and (t.score == 1.0).all()
     assert len(w) == 4 * 4 and w.groupby("task_id").size().eq(4).all()
@@ -318,21 +319,31 @@ def test_gold_study_on_real_twx_records_resumes_and_refuses_another_judge(tmp_pa
     # resume: nothing is recomputed, nothing written
     before = {p.name: p.read_text() for p in tmp_path.glob("*.jsonl")}
     calls = len(llm.calls)
-    again = gold_study(tmp_path, llm, tasks, s, opts, progress=False)
+    again = gold_study(tmp_path, llm, s, progress=False)
     assert len(llm.calls) == calls and {p.name: p.read_text() for p in tmp_path.glob("*.jsonl")} == before
     pd.testing.assert_frame_equal(again.windows, w)
     # more windows extend the records; another judge is refused
-    more = gold_study(tmp_path, llm, tasks, GoldSettings(**{**s.__dict__, "windows": 5}), opts, progress=False)
+    more = gold_study(tmp_path, llm, replace(s, windows=5), progress=False)
     assert len(more.windows) > len(w)
     with pytest.raises(ValueError, match="other settings"):
-        gold_study(tmp_path, llm, tasks, GoldSettings(**{**s.__dict__, "judge_samples": 3}), opts, progress=False)
+        gold_study(tmp_path, llm, replace(s, judge_samples=3), progress=False)
     # a smaller plan reports only what it asked for (chapter 08 lowered closed_loop_windows from 16 to 12 and
     # its frame still held the 16 earlier closed-loop rows), though the records of the larger one stay
-    fewer = gold_study(tmp_path, llm, tasks, GoldSettings(**{**s.__dict__, "closed_loop": 1, "judged_deletions": 1}),
-                       opts, progress=False)
+    fewer = gold_study(tmp_path, llm, replace(s, closed_loop=1, judged_deletions=1), progress=False)
     assert fewer.windows.closed_credit.notna().sum() == 1 and fewer.windows.judge_delete.notna().sum() == 1
     assert fewer.windows.judge_neutral.notna().all()
 
+
+def test_the_gold_study_is_refused_before_any_model_call(tmp_path):
+    llm = FakeModel()
+    tasks = ["twx/twc/train/0"]
+    with pytest.raises(TypeError, match="AgentConfig"):
+        gold_study(tmp_path, llm, GoldSettings(agent={"n_examples": 0}, task_ids=tasks), progress=False)
+    with pytest.raises(ValueError, match="task-level agent"):
+        gold_study(tmp_path, llm, GoldSettings(agent=AgentConfig(level="subtask"), task_ids=tasks), progress=False)
+    with pytest.raises(ValueError, match="needs `task_ids`"):
+        gold_study(tmp_path, llm, GoldSettings(), progress=False)
+    assert llm.calls == [] and not list(tmp_path.iterdir())
 
 def test_calibration_bins_one_credit_against_the_other():
     df = pd.DataFrame({"judge": [-1.0, -0.5, 0.0, 0.1, 0.7, 0.9, 1.0], "replay": [0, 0, 0, 1, 1, 1, 0]})

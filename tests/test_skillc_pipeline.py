@@ -5,12 +5,14 @@ import json
 import pytest
 
 from fakes import FakeModel, two_fake_envs  # noqa: F401  (fixture)
+from skillbook.agent import AgentConfig
 from skillbook.papers.skillc import SkillCSettings, run_skillc
 from skillbook.papers.skillc.credit import judge_id
 
 TRAIN = [f"fake/{t}/train/{i}" for t in ("fetch", "count") for i in range(2)]
 TEST = [f"fake/{t}/test/{i}" for t in ("fetch", "count") for i in range(2)]
-AGENT = {"max_steps": 6, "n_examples": 0}
+AGENT = AgentConfig(max_steps=6, n_examples=0)   # the task-level agent
+TASKS = {"train": TRAIN, "test": TEST}
 
 
 def files(root):
@@ -20,8 +22,8 @@ def files(root):
 
 def test_collect_credit_macros_and_test_conditions_then_resume(tmp_path, fake_env):
     llm = FakeModel()
-    s = SkillCSettings(max_candidates=6, judge_samples=1, n_macros=2)
-    run = run_skillc(tmp_path, llm, {"train": TRAIN, "test": TEST}, AGENT, s, progress=False)
+    s = SkillCSettings(max_candidates=6, judge_samples=1, n_macros=2, tasks=TASKS, agent=AGENT)
+    run = run_skillc(tmp_path, llm, s, progress=False)
     # collect: the base agent solves every fake task
     assert [e.task_id for e in run.train_episodes] == TRAIN and all(e.success for e in run.train_episodes)
     # credit: every success's candidates, judge and replay, saturated replays marked
@@ -48,7 +50,7 @@ def test_collect_credit_macros_and_test_conditions_then_resume(tmp_path, fake_en
     assert len(json.loads((tmp_path / "library.json").read_text())["library"]["skills"]) == 1
     # resume: no model call, no file changed
     before, calls = files(tmp_path), len(llm.calls)
-    again = run_skillc(tmp_path, llm, {"train": TRAIN, "test": TEST}, AGENT, s, progress=False)
+    again = run_skillc(tmp_path, llm, s, progress=False)
     assert len(llm.calls) == calls and files(tmp_path) == before
     assert again.credits.equals(run.credits) and len(again.test) == len(t)
 
@@ -57,19 +59,19 @@ def test_credits_from_another_judge_or_a_stale_library_are_refused(tmp_path, fak
     """The committed workshop credits.jsonl was written by the judge that was told run A's outcome: its
     lines carry no judge id and must not be mixed with the new judge's."""
     llm = FakeModel()
-    s = SkillCSettings(max_candidates=3, judge_samples=1, n_macros=1)
     tasks = {"train": TRAIN[:1], "test": TEST[:1]}
-    run_skillc(tmp_path, llm, tasks, AGENT, s, progress=False)
+    s = SkillCSettings(max_candidates=3, judge_samples=1, n_macros=1, tasks=tasks, agent=AGENT)
+    run_skillc(tmp_path, llm, s, progress=False)
     path = tmp_path / "credits.jsonl"
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     old = [{k: v for k, v in r.items() if k != "judge"} for r in lines]
     path.write_text("".join(json.dumps(r) + "\n" for r in old))
     with pytest.raises(ValueError, match="another judge"):
-        run_skillc(tmp_path, llm, tasks, AGENT, s, progress=False)
+        run_skillc(tmp_path, llm, s, progress=False)
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     with pytest.raises(ValueError, match="library.json was built from other credits"):
-        run_skillc(tmp_path, llm, tasks, AGENT, SkillCSettings(max_candidates=3, judge_samples=1, n_macros=1,
-                                                               min_credit=0.8), progress=False)
+        run_skillc(tmp_path, llm, SkillCSettings(max_candidates=3, judge_samples=1, n_macros=1, min_credit=0.8,
+                                                 tasks=tasks, agent=AGENT), progress=False)
 
 
 @pytest.mark.usefixtures("two_fake_envs")
@@ -78,21 +80,53 @@ def test_each_run_is_replayed_in_its_own_benchmark(tmp_path):
     episodes were replayed in the wrong simulator."""
     llm = FakeModel()
     tasks = {"train": ["fake/fetch/train/0", "fake2/fetch/train/1"], "test": ["fake/fetch/test/0"]}
-    run = run_skillc(tmp_path, llm, tasks, AGENT, SkillCSettings(max_candidates=2, judge_samples=1), progress=False)
+    run = run_skillc(tmp_path, llm, SkillCSettings(max_candidates=2, judge_samples=1, tasks=tasks, agent=AGENT),
+                     progress=False)
     assert set(run.credits.task_id) == set(tasks["train"]) and run.credits.replay_original.eq(1.0).all()
 
 
 def test_a_folder_of_agent_skills_is_one_more_test_condition(tmp_path, fake_env):
     # issue 39: the imported-skills condition from chapter 08's parameters (`skills_folder`)
-    from skillbook.papers.breakdown import imported_library
     folder = tmp_path / "skills" / "take-the-key-first"
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text("---\nname: take-the-key-first\ndescription: Take the key, then open "
                                      "the locked door.\n---\n\n1. take key\n2. open door\n")
     llm = FakeModel()
-    s = SkillCSettings(max_candidates=6, judge_samples=1, n_macros=2, threshold=0.0)
-    run = run_skillc(tmp_path / "run", llm, {"train": TRAIN, "test": TEST}, AGENT, s, progress=False,
-                     skills_library=imported_library(tmp_path / "skills"))
+    s = SkillCSettings(max_candidates=6, judge_samples=1, n_macros=2, threshold=0.0, tasks=TASKS, agent=AGENT,
+                       skills_folder=str(tmp_path / "skills"))
+    run = run_skillc(tmp_path / "run", llm, s, progress=False)
     assert list(dict.fromkeys(run.test.condition)) == ["none", "skills", "credit"]
     shown = [m["content"] for messages in llm.calls for m in messages if "1. take key\n2. open door" in m["content"]]
     assert shown, "the imported skill never reached a prompt"
+
+
+def test_a_transfer_runs_subtask_text_library_is_one_more_test_condition(tmp_path, fake_env):
+    """`transfer_run` is the transfer run's own folder (chapter 08 reads chapter 02's `transfer/`): its
+    final subtask-level text library, frozen, is the test condition `subtask-text`."""
+    from skillbook.papers.breakdown import TransferSettings, run_transfer, transfer_library
+    stream = ["fake/count/dev/0", "fake/fetch/dev/0"]
+    t = run_transfer(tmp_path / "records" / "transfer", FakeModel(),
+                     TransferSettings(stream=stream, conditions=["subtask-text"], agent=AGENT, env_options={},
+                                      prompt_level="L3", k=5, threshold=0.0, task_types="fake/count,fake/fetch",
+                                      split="dev", n_tasks=1, seed=0, backend="fake:scripted"))
+    library = transfer_library(tmp_path / "records" / "transfer")
+    assert library is not None and len(library)
+    assert [s.id for s in library] == [s.id for s in t.libraries["subtask-text"]]
+    assert transfer_library(tmp_path / "records") is None                 # the root is not the run's folder
+    llm = FakeModel()
+    s = SkillCSettings(max_candidates=2, judge_samples=1, n_macros=1, threshold=0.0, tasks=TASKS, agent=AGENT,
+                       transfer_run=str(tmp_path / "records" / "transfer"))
+    run = run_skillc(tmp_path / "run", llm, s, progress=False)
+    assert list(dict.fromkeys(run.test.condition)) == ["none", "subtask-text", "credit"]
+    assert (tmp_path / "run" / "test" / "subtask-text" / "run.json").exists()
+
+
+def test_the_run_is_refused_before_any_model_call(tmp_path, fake_env):
+    llm = FakeModel()
+    with pytest.raises(TypeError, match="AgentConfig"):
+        run_skillc(tmp_path, llm, SkillCSettings(tasks=TASKS, agent={"max_steps": 6}), progress=False)
+    with pytest.raises(ValueError, match="task-level agent"):
+        run_skillc(tmp_path, llm, SkillCSettings(tasks=TASKS, agent=AgentConfig(level="subtask")), progress=False)
+    with pytest.raises(ValueError, match="missing: \\['test'\\]"):
+        run_skillc(tmp_path, llm, SkillCSettings(tasks={"train": TRAIN}, agent=AGENT), progress=False)
+    assert llm.calls == [] and not list(tmp_path.iterdir())

@@ -7,16 +7,23 @@ import shutil
 import pytest
 
 from fakes import FAKE_SKILLS, FakeTeacher, solve_count_only
-from skillbook.papers.skillrl import CONDITIONS, StaleRecords, bank_from_json, kind, run_skillrl
+from skillbook.agent import AgentConfig
+from skillbook.papers.skillrl import CONDITIONS, SkillRLSettings, StaleRecords, bank_from_json, kind, run_skillrl
 
 TASKS = {s: [f"fake/{t}/{s}/{i}" for t in ("count", "fetch") for i in (1, 2)] for s in ("train", "dev", "test")}
+
+
+AGENT = AgentConfig(max_steps=4, n_examples=0)   # the task-level policy
+
+
+def settings(**kw) -> SkillRLSettings:
+    return SkillRLSettings(**{"tasks": TASKS, "agent": AGENT, "rounds": 2, "retrieval_delta": 0.3, "top_k": 6, **kw})
 
 
 def skillrl(run_dir, agent_llm=None, teacher=None, **kw):
     agent_llm = agent_llm or FakeTeacher(policy=solve_count_only)
     teacher = teacher or FakeTeacher()
-    return run_skillrl(run_dir, agent_llm, teacher, TASKS, {"max_steps": 4, "n_examples": 0}, rounds=2,
-                       retrieval_delta=0.3, top_k=6, **kw), agent_llm, teacher
+    return run_skillrl(run_dir, agent_llm, settings(**kw), teacher=teacher), agent_llm, teacher
 
 
 def test_the_pipeline_distils_evolves_and_runs_every_condition(tmp_path, fake_env):
@@ -103,20 +110,35 @@ def test_parameters_are_checked_before_any_run(tmp_path, fake_env):
         skillrl(tmp_path, mode="oracle")
     with pytest.raises(ValueError, match="valid: none, skillbank"):
         skillrl(tmp_path, conditions=("none", "memory"))
+    with pytest.raises(TypeError, match="AgentConfig"):
+        skillrl(tmp_path, agent={"max_steps": 4, "n_examples": 0})
+    with pytest.raises(ValueError, match="task-level agent"):
+        skillrl(tmp_path, agent=AgentConfig(level="subtask", max_steps=4))
+    with pytest.raises(ValueError, match="missing: \\['dev'\\]"):
+        skillrl(tmp_path, tasks={**TASKS, "dev": []})
+    with pytest.raises(ValueError, match="rounds must be a non-negative integer"):
+        skillrl(tmp_path, rounds=-1)
     assert not (tmp_path / "collect").exists()
 
 
 def test_a_folder_of_agent_skills_is_one_more_skillrl_test_condition(tmp_path, fake_env):
     # issue 39: chapter 07's `skills_folder` adds the test condition `skills`; it replays from its records
-    from skillbook.papers.breakdown import imported_library
     folder = tmp_path / "skills" / "count-then-say-done"
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text("---\nname: count-then-say-done\ndescription: Make the counter show the "
                                      "goal, then say done.\n---\n\nSay add one until the goal, then say done.\n")
-    lib = imported_library(tmp_path / "skills")
-    run, agent_llm, _ = skillrl(tmp_path / "run", skills_library=lib)
+    folder = str(tmp_path / "skills")
+    run, agent_llm, _ = skillrl(tmp_path / "run", skills_folder=folder)
     assert list(dict.fromkeys(run.test.condition))[-1] == "skills"
     assert "skills" in set(run.prompts.condition)
     n = len(agent_llm.calls)
-    skillrl(tmp_path / "run", agent_llm=agent_llm, skills_library=lib)
+    skillrl(tmp_path / "run", agent_llm=agent_llm, skills_folder=folder)
     assert len(agent_llm.calls) == n
+
+
+def test_the_teacher_is_the_policys_model_unless_another_is_given(tmp_path, fake_env):
+    first, _, _ = skillrl(tmp_path / "two")
+    one = FakeTeacher(policy=solve_count_only)
+    run = run_skillrl(tmp_path / "one", one, settings())
+    assert one.teacher_prompts[:4] == ["specific", "general", "lesson", "lesson"]   # it distilled the bank too
+    assert [[s.to_dict() for s in b] for b in run.banks] == [[s.to_dict() for s in b] for b in first.banks]

@@ -318,7 +318,7 @@ def test_train_policy_runs_every_stage_then_resumes_from_its_records(tokenizer, 
     config = config_from(sft_epochs=1, sft_batch=2, group=4, states_per_step=1, grpo_steps=2, validate_every=1,
                          max_completion_tokens=6, lora_r=4, lora_alpha=8)
     run = lambda: T.train_policy(tmp_path, None, FakeModel(), fetch_bank(), episodes, tasks,  # noqa: E731
-                                 dict(max_steps=4, n_examples=0), config, memory_options={"mode": "template"},
+                                 agent, config, memory_options={"mode": "template"},
                                  conditions=("base", "sft+grpo"))
     first = run()
     assert loads == ["qwen2.5-coder-0.5b"]                                  # loaded once, trained in one process
@@ -341,6 +341,20 @@ def test_train_policy_runs_every_stage_then_resumes_from_its_records(tokenizer, 
     with pytest.raises(ReplayMiss, match="GRPO round 1"):
         run()
     assert loads == ["qwen2.5-coder-0.5b"]
+
+
+def test_train_policy_takes_a_task_level_agent_config_and_refuses_anything_else_before_any_model(tmp_path,
+                                                                                                  monkeypatch):
+    from skillbook.agent import AgentConfig
+    from skillbook.papers.skillrl import training as T
+    monkeypatch.setattr(T, "load_base", lambda *a, **k: pytest.fail("a model was loaded"))
+    tasks = {"dev": ["fake/fetch/dev/0"], "test": ["fake/fetch/test/0"]}
+    for agent, error, match in (({"max_steps": 4, "n_examples": 0}, TypeError, "AgentConfig"),
+                                (AgentConfig(level="subtask", max_steps=4), ValueError, "task-level agent")):
+        with pytest.raises(error, match=match):
+            T.train_policy(tmp_path, None, None, fetch_bank(), [], tasks, agent, config_from(),
+                           memory_options={"mode": "template"})
+    assert not list(tmp_path.iterdir())
 
 
 @needs_extra

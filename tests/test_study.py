@@ -38,6 +38,17 @@ def test_the_design_comes_from_the_profile_and_bad_settings_are_named(tmp_path):
         study.StudyDesign.from_profile("none", tmp_path)
 
 
+def test_the_designs_agent_is_the_agent_config_of_every_condition_each_at_its_level(fake_env):
+    from dataclasses import replace
+
+    from skillbook.agent import AgentConfig
+    d = study.StudyDesign(**DESIGN)
+    assert d.agent == AgentConfig(max_steps=6, max_subtasks=d.max_subtasks, max_subtask_steps=3)
+    conds = study.study_conditions(d, TypedInducer())
+    assert [c.name for c in conds] == list(d.conditions)
+    assert all(c.agent == replace(d.agent, level=c.name.split("-")[0]) for c in conds)
+
+
 def test_unknown_calibration_settings_are_named_before_any_model_time(tmp_path):
     with pytest.raises(ValueError, match="unknown calibration setting.*valid: peckingorder"):
         study.calibrate(tmp_path, llm=None, settings=["twc-L9"])

@@ -106,7 +106,7 @@ def episode_profile(llm: LLM, run_dir, tasks: list[str], conditions=("subtask-no
     llm.chat = timed
     try:
         for name in conditions:
-            c = condition(name, llm, agent or {})
+            c = condition(name, llm, AgentConfig(**(agent or {})))
             run_condition(Path(run_dir) / name, llm, c, tasks, env_options, desc=f"profile {name}")
     finally:
         del llm.chat                      # the instance attribute: back to the class's method

@@ -8,7 +8,10 @@
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+
+from ..agent import AgentConfig
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,33 @@ class Paper:
     title: str
     chapters: tuple[str, ...]
     shared: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    pipeline: str = ""        # "module:function" of its experiment: run(run_dir, llm, settings, *, …) -> <Paper>Run
+    settings: str = ""        # "module:Class" of that experiment's typed settings (`validate`, `record`)
+
+    def run(self):
+        """The paper's pipeline function, imported on first use (the registry is read by code that must not
+        import every paper)."""
+        return _resolve(self.pipeline, f"paper {self.key!r} has no pipeline registered")
+
+    def settings_class(self) -> type:
+        return _resolve(self.settings, f"paper {self.key!r} has no settings registered")
+
+
+def _resolve(ref: str, missing: str):
+    if not ref:
+        raise LookupError(missing)
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def check_agent(agent, level: str, paper: str) -> AgentConfig:
+    """`agent` as a pipeline's settings must hold it: an AgentConfig at the level the paper's agent runs at."""
+    if not isinstance(agent, AgentConfig):
+        raise TypeError(f"{paper}: `agent` must be an AgentConfig (skillbook.agent.AgentConfig(max_steps=…)), "
+                        f"got {type(agent).__name__}")
+    if agent.level != level:
+        raise ValueError(f"{paper} runs the {level}-level agent; got AgentConfig(level={agent.level!r})")
+    return agent.validate()
 
 
 PAPERS: dict[str, Paper] = {}
@@ -48,7 +78,12 @@ def paper_of(chapter: str) -> str:
 register_paper(Paper("breakdown", "Break it down, pass it on",
                      ("01_agents", "02_induction", "03_retrieval", "04_transfer", "05_utility", "09_study",
                       "11_ceiling"),
-                     {c: ("transfer",) for c in ("02_induction", "03_retrieval", "04_transfer", "05_utility")}))
-register_paper(Paper("assay", "Assay", ("06_assay",)))
-register_paper(Paper("skillrl", "SkillRL", ("07_skillrl",)))
-register_paper(Paper("skillc", "SKILLC", ("08_credit",), {"08_credit": ("transfer",)}))
+                     {c: ("transfer",) for c in ("02_induction", "03_retrieval", "04_transfer", "05_utility")},
+                     "skillbook.papers.breakdown.pipeline:run_transfer",
+                     "skillbook.papers.breakdown.pipeline:TransferSettings"))
+register_paper(Paper("assay", "Assay", ("06_assay",), {}, "skillbook.papers.assay.pipeline:run_assay",
+                     "skillbook.papers.assay.pipeline:AssaySettings"))
+register_paper(Paper("skillrl", "SkillRL", ("07_skillrl",), {}, "skillbook.papers.skillrl.pipeline:run_skillrl",
+                     "skillbook.papers.skillrl.pipeline:SkillRLSettings"))
+register_paper(Paper("skillc", "SKILLC", ("08_credit",), {"08_credit": ("transfer",)},
+                     "skillbook.papers.skillc.pipeline:run_skillc", "skillbook.papers.skillc.pipeline:SkillCSettings"))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +37,10 @@ from ...envs import EnvPool, require_splits, task_texts
 from ...io import atomic_write_json, write_json_if_changed
 from ...prompts import load
 from ...run import Condition, load_condition, run_condition
-from ...skills.library import SkillLibrary
+from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
 from ...skills.record import Skill
-from ..breakdown import InducedMemory, library_of
+from .. import check_agent
+from ..breakdown import InducedMemory, imported_library, library_of
 from .attribution import attribution_matrix, global_score, heterogeneity, sample_masks
 from .memory import AssayMemory, PerTaskMasking, is_template
 from .templates import template_skills, with_templates
@@ -47,8 +48,14 @@ from .templates import template_skills, with_templates
 OUTCOMES = ("score", "success")
 
 
+CONDITIONS = ("none", "full", "global", "restructured", "restructured+masking", "full+masking")
+DEFAULT_CONDITIONS = CONDITIONS[:5]   # the paper's; full+masking (masking alone) is an extra ablation
+
+
 @dataclass
 class AssaySettings:
+    """What defines an Assay run: the method's knobs (recorded with the masks' attribution, `method`),
+    then the run's tasks, agent and benchmark."""
     K: int = 12                    # masking trials
     f: float = 0.4                 # inclusion probability
     outcome: str = "score"         # what a trial records per dev task: the benchmark's score or success
@@ -59,10 +66,20 @@ class AssaySettings:
     temperature: float = 0.1       # per-task masking: softmax temperature over dev-task cosines
     k_nearest: int | None = None   # per-task masking: only the k nearest dev tasks (None: all, weighted)
     min_keep: int = 1              # per-task masking: fall back to the full library below this many skills
-    k: int = 5                     # retrieval top-k among the visible skills (templates always shown)
-    threshold: float = 0.3         # retrieval threshold
+    k: int = TOP_K                 # retrieval top-k among the visible skills (templates always shown)
+    threshold: float = THRESHOLD   # retrieval threshold
+    # -- the run ----------------------------------------------------------------------------------------
+    tasks: dict[str, list[str]] = field(default_factory=dict)   # {"train": [...], "dev": [...], "test": [...]}
+    agent: AgentConfig = field(default_factory=AgentConfig)     # the task-level agent on dev and test
+    env: str = "twx"               # the benchmark whose protected templates join the library
+    env_options: dict = field(default_factory=dict)
+    seed: int = 0                  # the masks' draw
+    conditions: tuple[str, ...] = DEFAULT_CONDITIONS
+    gold_lengths: dict[str, int] | None = None   # training tasks' gold lengths (None: from the benchmark)
+    skills_folder: str = ""        # Agent Skills (SKILL.md): one more test condition, `skills`
 
     def validate(self) -> AssaySettings:
+        """The method's knobs (what every stage reads)."""
         if self.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r}; valid: {', '.join(OUTCOMES)}")
         if not isinstance(self.K, int) or self.K < 2:
@@ -71,6 +88,24 @@ class AssaySettings:
             raise ValueError(f"f must be in (0, 1), got {self.f!r}")
         return self
 
+    def validate_run(self) -> AssaySettings:
+        """The knobs and the run: splits, conditions, the agent, a benchmark with templates — before any
+        model time."""
+        self.validate()
+        require_splits(self.tasks, ("train", "dev", "test"), "run_assay")
+        check_conditions(self.conditions)
+        check_agent(self.agent, "task", "Assay")
+        template_skills(self.env)            # an env without templates fails here
+        return self
+
+    def method(self) -> dict:
+        """The knobs, as attribution.json records them beside the masks (the run's fields are not)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in METHOD_FIELDS}
+
+
+METHOD_FIELDS = ("K", "f", "outcome", "tau_split", "max_split", "tau_retire", "tau_merge", "temperature",
+                 "k_nearest", "min_keep", "k", "threshold")
+
 
 def fingerprint(library: SkillLibrary) -> str:
     text = json.dumps([[s.id, s.description, s.body] for s in library], sort_keys=True)
@@ -78,7 +113,7 @@ def fingerprint(library: SkillLibrary) -> str:
 
 
 # -- 1. upstream -------------------------------------------------------------------------------------
-def upstream_library(run_dir: Path, llm, train_tasks: list[str], agent: dict, env: str,
+def upstream_library(run_dir: Path, llm, train_tasks: list[str], agent: AgentConfig, env: str,
                      env_options: dict | None = None, gold_lengths: dict[str, int] | None = None,
                      upstream_temperature: float = 0.7) -> SkillLibrary:
     """The bare subtask-level agent on every training task twice, hardest (longest gold path) first: a
@@ -90,7 +125,7 @@ def upstream_library(run_dir: Path, llm, train_tasks: list[str], agent: dict, en
     # Two passes into one library: greedy, then sampled — a second greedy pass would replay the first.
     library = None
     for n, temperature in enumerate((0.0, upstream_temperature)):
-        config = AgentConfig(level="subtask", **{**agent, "temperature": temperature})
+        config = replace(agent, level="subtask", temperature=temperature)
         d = Path(run_dir) / "upstream" / f"pass{n + 1}"
         start = library
         bare = Condition(f"upstream-pass{n + 1}", config,
@@ -302,8 +337,6 @@ def restructure(library: SkillLibrary, attribution: dict, dev_texts: list[str], 
 
 
 # -- 4. test conditions -------------------------------------------------------------------------------
-CONDITIONS = ("none", "full", "global", "restructured", "restructured+masking", "full+masking")
-DEFAULT_CONDITIONS = CONDITIONS[:5]   # the paper's; full+masking (masking alone) is an extra ablation
 
 
 def masking_for(library: SkillLibrary, attribution: dict, dev_texts: list[str],
@@ -384,34 +417,29 @@ class AssayRun:
     test: pd.DataFrame
 
 
-def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env: str, settings: AssaySettings,
-              seed: int = 0, env_options: dict | None = None, workers: int = 1, conditions=DEFAULT_CONDITIONS,
-              gold_lengths: dict | None = None, skills_library: SkillLibrary | None = None) -> AssayRun:
-    """The whole pipeline on one benchmark: tasks = {"train": [...], "dev": [...], "test": [...]}.
-
-    Every stage resumes from its records. The agent on dev and test tasks is the task-level agent.
-    `skills_library` (a folder of Agent Skills, `breakdown.imported_library`) adds the test condition
-    `skills`: that library, retrieved as Assay retrieves."""
-    settings.validate()
+def run_assay(run_dir: str | Path, llm, settings: AssaySettings, *, workers: int = 1) -> AssayRun:
+    """The whole pipeline on one benchmark (`settings.tasks`: train, dev and test). Every stage resumes
+    from its records. The agent on dev and test tasks is the task-level agent; `settings.skills_folder`
+    (a folder of Agent Skills) adds the test condition `skills`: that library, retrieved as Assay retrieves."""
+    s = settings.validate_run()
     run_dir = Path(run_dir)
-    require_splits(tasks, ("train", "dev", "test"), "run_assay")
-    check_conditions(conditions)
-    template_skills(env)            # an env without templates fails here, before any model time
-    library = upstream_library(run_dir, llm, tasks["train"], agent, env, env_options, gold_lengths)
-    config = AgentConfig(level="task", **agent)
-    attribution = mask_trials(run_dir, llm, library, tasks["dev"], config, settings, seed, env_options, workers)
-    save_attribution(run_dir / "attribution.json", attribution, settings)
+    tasks, env_options = s.tasks, s.env_options
+    skills_library = imported_library(s.skills_folder) if s.skills_folder else None
+    library = upstream_library(run_dir, llm, tasks["train"], s.agent, s.env, env_options, s.gold_lengths)
+    config = s.agent
+    attribution = mask_trials(run_dir, llm, library, tasks["dev"], config, s, s.seed, env_options, workers)
+    save_attribution(run_dir / "attribution.json", attribution, s)
     dev_texts = list(task_texts(tasks["dev"], env_options, kind="observation+instruction", llm=llm).values())
-    gate = DevGate(run_dir, llm, tasks["dev"], config, settings, env_options, workers)
-    restructured, log = restructure(library, attribution, dev_texts, llm, gate, settings)
+    gate = DevGate(run_dir, llm, tasks["dev"], config, s, env_options, workers)
+    restructured, log = restructure(library, attribution, dev_texts, llm, gate, s)
     # the libraries it tested, kept whole (the conditions' settings record only their content hash), so
     # that they can be read, exported as Agent Skills (`skillbook.libraries`) or used elsewhere
     write_json_if_changed(run_dir / "libraries" / "upstream.json", {"library": library.state()}, indent=1)
     write_json_if_changed(run_dir / "libraries" / "restructured.json", {"library": restructured.state()}, indent=1)
     frames = []
-    tested = assay_conditions(config, library, restructured, attribution, dev_texts, settings, conditions)
+    tested = assay_conditions(config, library, restructured, attribution, dev_texts, s, s.conditions)
     if skills_library is not None:
-        tested.append(assay_condition("skills", config, skills_library, settings, label="skills"))
+        tested.append(assay_condition("skills", config, skills_library, s, label="skills"))
     for c in tested:
         frames.append(run_condition(run_dir / "test" / c.name, llm, c, tasks["test"], env_options, workers,
                                     desc=f"test: {c.name}").frame)
@@ -420,7 +448,7 @@ def run_assay(run_dir: Path, llm, tasks: dict[str, list[str]], agent: dict, env:
 
 def save_attribution(path: Path, attribution: dict, settings: AssaySettings) -> None:
     # a replay derives the same file from the records: it writes nothing (read-only records replay too)
-    write_json_if_changed(Path(path), {"settings": asdict(settings), "masked": MASK_PROTOCOL,
+    write_json_if_changed(Path(path), {"settings": settings.method(), "masked": MASK_PROTOCOL,
                                        "skill_ids": attribution["skill_ids"],
                                        "masks": attribution["masks"].astype(int).tolist(),
                                        "outcomes": attribution["outcomes"].tolist(),

@@ -23,7 +23,7 @@ from .pipeline import (
                        E3_HALVES,
                        RetrievingRun,
                        Transfer,
-                       TransferSpec,
+                       TransferSettings,
                        condition,
                        frozen,
                        imported_library,
@@ -36,5 +36,5 @@ from .pipeline import (
 )
 
 __all__ = ["InducedMemory", "CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RetrievingRun", "Transfer",
-           "TransferSpec", "condition", "frozen", "imported_library", "interleave", "library_of", "load_transfer",
+           "TransferSettings", "condition", "frozen", "imported_library", "interleave", "library_of", "load_transfer",
            "parse_conditions", "run_transfer", "transfer_library"]

@@ -102,7 +102,7 @@ class CeilingDesign:
         if "placebo" in self.conditions and self.placebo_game in self.mix:
             raise ValueError(f"the placebo's pool must come from a game outside the mix {list(self.mix)}, "
                              f"got {self.placebo_game!r}")
-        AgentConfig(**self.agent, level="subtask").validate()
+        self.agent.validate()
         self.conditions = tuple(self.conditions)
         bad = [c for c in self.conditions if c not in CONDITIONS]
         if bad:
@@ -125,9 +125,10 @@ class CeilingDesign:
                                            self.placebo_game: dict(self.placebo_params)}}}
 
     @property
-    def agent(self) -> dict:
-        return {"max_steps": self.max_steps, "max_subtasks": self.max_subtasks,
-                "max_subtask_steps": self.max_subtask_steps, "prompts": self.prompts}
+    def agent(self) -> AgentConfig:
+        """The subtask-level agent of every condition."""
+        return AgentConfig(level="subtask", max_steps=self.max_steps, max_subtasks=self.max_subtasks,
+                           max_subtask_steps=self.max_subtask_steps, prompts=self.prompts)
 
     def settings(self) -> dict:
         return asdict(self)
@@ -207,7 +208,7 @@ class Plan:
 
 
 def plan_runs(design: CeilingDesign, llm, oracle: SkillLibrary, pool: SkillLibrary, games: list[str]) -> Plan:
-    config = AgentConfig(level="subtask", **design.agent)
+    config = design.agent
     retrieval = {"k": design.k, "threshold": design.threshold, "prompts": design.prompts}
 
     def own():

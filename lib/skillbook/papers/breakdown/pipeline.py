@@ -4,8 +4,9 @@ the follow-ups that reuse its final libraries on held-out tasks (E.2, E.3, E.4, 
 Each memory condition solves the stream in order with one shared, growing skill library (skills
 written after each task or subtask, retrieved before); each is compared, task by task, with the
 no-memory agent of its own level. The run lives in `<root>/transfer/` (root = the profile's records):
-chapter 02 runs it, chapters 03–05 and 08 read it with `load_transfer(root)` and add their runs
-beside it (`e2/`, `e3/`, `ablation/`, `e4/`).
+chapter 02 runs it (`run_transfer(run_dir, llm, TransferSettings(...))`, the shape of every paper's
+pipeline), chapters 03–05 and 08 read it with `load_transfer(run_dir)` and add their runs beside it
+(`e2/`, `e3/`, `ablation/`, `e4/`).
 
 Besides the paper's six conditions there are two placebo conditions, `task-placebo` and
 `subtask-placebo` (`memory.PlaceboMemory` around the text memory): the same induction and retrieval,
@@ -16,7 +17,7 @@ because of what its skills say. They are not in `DEFAULT_CONDITIONS` (each is on
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -89,14 +90,15 @@ def imported_library(folder: str | Path) -> SkillLibrary:
     return library
 
 
-def condition(name: str, llm, agent: dict, prompt_level: str = "L3", k: int = TOP_K, threshold: float = THRESHOLD,
-              skills_folder: str = "") -> Condition:
+def condition(name: str, llm, agent: AgentConfig, prompt_level: str = "L3", k: int = TOP_K,
+              threshold: float = THRESHOLD, skills_folder: str = "") -> Condition:
     """One condition, '<level>-<format>' (format none, text, code, placebo or skills); memory conditions
-    form one ordered stream. The agent's prompt version (`agent["prompts"]`) is its memory's too. A
+    form one ordered stream; `agent` at the condition's level. The agent's prompt version (`agent.prompts`) is
+    its memory's too. A
     `skills` condition retrieves, the same way, from a fixed library: the Agent Skills of `skills_folder`
     (a reader's own or another run's export), shown as text; a code skill's script is shown, never run."""
     level, fmt = parse_conditions([name])[0].split("-")
-    config = AgentConfig(level=level, **agent).validate()
+    config = replace(agent, level=level).validate()
     if fmt == "none":
         return Condition(name, config)
     options = {"prompt_level": prompt_level, "k": k, "threshold": threshold, "prompts": config.prompts}
@@ -127,14 +129,15 @@ def library_of(run_dir: str | Path, stream: str = "stream") -> SkillLibrary:
 
 
 @dataclass
-class TransferSpec:
-    """What defines the transfer run (saved as experiment.json for the chapters that read it)."""
+class TransferSettings:
+    """What defines the transfer run: its typed settings, saved as `experiment.json` (`record`) for the
+    chapters that read it. `agent` is the agent of every condition; each condition sets its level."""
     stream: list[str]
     conditions: list[str]
-    agent: dict
+    agent: AgentConfig
     env_options: dict
-    prompt_level: str
-    k: int
+    prompt_level: str             # the induction prompt (L1-L3; the paper's is L3)
+    k: int                        # retrieval (the paper's: skills.library.TOP_K, THRESHOLD)
     threshold: float
     task_types: str
     split: str
@@ -143,32 +146,54 @@ class TransferSpec:
     backend: str
     skills_folder: str = ""       # the Agent Skills of the task-/subtask-skills conditions
 
+    def validate(self) -> TransferSettings:
+        if not isinstance(self.agent, AgentConfig):
+            raise TypeError(f"agent must be an AgentConfig, got {type(self.agent).__name__}: "
+                            "AgentConfig(max_steps=..., ...) from skillbook.agent")
+        self.agent.validate()
+        parse_conditions(self.conditions)
+        if self.prompt_level not in PROMPT_LEVELS:
+            raise ValueError(f"unknown prompt_level {self.prompt_level!r}; valid: {', '.join(PROMPT_LEVELS)}")
+        if any(c.endswith("-skills") for c in self.conditions) and not self.skills_folder:
+            raise ValueError("the -skills conditions need `skills_folder`: a folder of Agent Skills (SKILL.md)")
+        return self
+
     def record(self) -> dict:
-        """What experiment.json holds: `skills_folder` only when set (records made before it existed
-        replay unchanged)."""
-        return {k: v for k, v in self.__dict__.items() if k != "skills_folder" or v}
+        """What experiment.json holds: the agent as it fingerprints its runs, without the level each
+        condition sets; `skills_folder` only when set (records made before it existed replay unchanged)."""
+        out = {k: v for k, v in self.__dict__.items() if k != "skills_folder" or v}
+        out["agent"] = {k: v for k, v in self.agent.record().items() if k != "level"}
+        return out
+
+    @classmethod
+    def from_record(cls, record: dict) -> TransferSettings:
+        """The settings `record` wrote (an `agent` recorded with only the fields it set, as experiment.json
+        held before issue 38, reads as the AgentConfig those fields make)."""
+        return cls(**{**record, "agent": AgentConfig(**record["agent"])})
 
 
-def run_transfer(root: str | Path, llm, spec: TransferSpec, workers: int = 1) -> Transfer:
-    """Run (or resume) every condition on the stream in `<root>/transfer/<condition>/`; save the spec."""
-    run_dir = Path(root) / RECORDS
-    conditions = [condition(c, llm, spec.agent, spec.prompt_level, spec.k, spec.threshold, spec.skills_folder)
-                  for c in spec.conditions]
-    run_conditions(run_dir, llm, conditions, spec.stream, spec.env_options, workers)
-    write_json_if_changed(run_dir / "experiment.json", spec.record(), indent=1)   # a replay writes nothing
-    return load_transfer(root)
+def run_transfer(run_dir: str | Path, llm, settings: TransferSettings, *, workers: int = 1) -> Transfer:
+    """Run (or resume) every condition on the stream in `<run_dir>/<condition>/`; save the settings."""
+    settings.validate()
+    run_dir = Path(run_dir)
+    s = settings
+    conditions = [condition(c, llm, s.agent, s.prompt_level, s.k, s.threshold, s.skills_folder)
+                  for c in s.conditions]
+    run_conditions(run_dir, llm, conditions, s.stream, s.env_options, workers)
+    # A replay writes nothing, also over records whose experiment.json holds the agent in its older form
+    # (only the fields the chapter set): equal settings are left as they were written.
+    path = run_dir / "experiment.json"
+    if not (path.exists() and TransferSettings.from_record(read_json(path, "experiment settings")) == s):
+        write_json_if_changed(path, s.record(), indent=1)
+    return load_transfer(run_dir)
 
 
 @dataclass
 class Transfer:
-    """The transfer experiment's records: its spec, each condition's episodes, the final libraries."""
-    root: Path
-    spec: TransferSpec
+    """The transfer experiment's records: its settings, each condition's episodes, the final libraries."""
+    run_dir: Path
+    settings: TransferSettings
     results: dict[str, Result] = field(default_factory=dict)
-
-    @property
-    def run_dir(self) -> Path:
-        return self.root / RECORDS
 
     @property
     def episodes(self) -> dict[str, list]:
@@ -184,7 +209,7 @@ class Transfer:
     @property
     def memory_conditions(self) -> list[str]:
         """The conditions with a memory (their streams grow a library), placebos included."""
-        return [c for c in self.spec.conditions if not c.endswith("-none")]
+        return [c for c in self.settings.conditions if not c.endswith("-none")]
 
     @property
     def skill_conditions(self) -> list[str]:
@@ -197,7 +222,7 @@ class Transfer:
 
     def heldout(self, n: int, seed: int) -> list[str]:
         """Held-out tasks of the stream's task types (drawn with `seed`, none of them in the stream)."""
-        s = self.spec
+        s = self.settings
         return [t for t in sample_tasks(s.task_types, s.split, n, seed=seed, env_options=s.env_options)
                 if t not in s.stream]
 
@@ -217,7 +242,7 @@ class Transfer:
         if folders:
             dirs = [d for f in folders if (self.run_dir / f).exists() for d in sorted((self.run_dir / f).iterdir())]
         else:
-            dirs = [self.run_dir / c for c in self.spec.conditions]
+            dirs = [self.run_dir / c for c in self.settings.conditions]
         sessions = [run_sessions(d) for d in dirs if (d / "run.json").exists()]
         sessions = [x for x in sessions if len(x)]
         return live_minutes(pd.concat(sessions, ignore_index=True)) if sessions else 0.0
@@ -225,11 +250,11 @@ class Transfer:
     # -- follow-ups on held-out tasks --------------------------------------------------------------------
     def e2(self, llm, heldout: list[str], workers: int = 1) -> dict[str, Result]:
         """E.2: the task-level agent with no memory, its own (task-induced) library, and the subtask-induced one."""
-        s = self.spec
-        conds = [Condition("task-none", AgentConfig(level="task", **s.agent))]
+        s = self.settings
+        conds = [Condition("task-none", replace(s.agent, level="task"))]
         for c in ("task-text", "subtask-text"):
             if c in self.libraries:
-                conds.append(Condition(f"task+{c}-library", AgentConfig(level="task", **s.agent),
+                conds.append(Condition(f"task+{c}-library", replace(s.agent, level="task"),
                                        frozen(llm, self.libraries[c], s.k, s.threshold)))
         return run_conditions(self.run_dir / "e2", llm, conds, heldout, s.env_options, workers, prefix="E.2 ")
 
@@ -256,8 +281,8 @@ class Transfer:
     def e3(self, llm, heldout: list[str], workers: int = 1) -> tuple[dict[str, Result], dict[str, int]]:
         """E.3: the subtask-level text library split by its skills' source-task outcome (`e3_libraries`),
         frozen, at subtask level, beside the subtask-level agent without memory."""
-        s = self.spec
-        config = AgentConfig(level="subtask", **s.agent)
+        s = self.settings
+        config = replace(s.agent, level="subtask")
         halves, sizes = self.e3_libraries()
         conds = [Condition(name, config, frozen(llm, lib, s.k, s.threshold)) for name, lib in halves.items()]
         conds.append(Condition("subtask-none", config))
@@ -267,8 +292,8 @@ class Transfer:
         """The subtask-level text condition on the first `n` stream tasks with each induction prompt the main
         run did not use (L1 and L2 when it used L3, the paper's): the main run is the third arm, under its
         own level's name."""
-        s = self.spec
-        config = AgentConfig(level="subtask", **s.agent)
+        s = self.settings
+        config = replace(s.agent, level="subtask")
         conds = [Condition(level, config, lambda level=level: InducedMemory(llm, "text", prompt_level=level, k=s.k,
                                                                              threshold=s.threshold), stream=True)
                  for level in PROMPT_LEVELS if level != s.prompt_level]
@@ -289,10 +314,10 @@ class Transfer:
     def e4(self, llm, heldout: list[str], scores: pd.DataFrame, workers: int = 1) -> dict[str, Result]:
         """E.4: per level, no memory / the full text library / its high- and low-utility halves, frozen, on
         the held-out tasks; runs named '<level>-<half>'."""
-        s = self.spec
+        s = self.settings
         out = {}
         for level, halves in self.e4_halves(scores).items():
-            config = AgentConfig(level=level, **s.agent)
+            config = replace(s.agent, level=level)
             for half, lib in halves.items():
                 memory = NoMemory if lib is None else frozen(llm, lib, s.k, s.threshold)
                 name = f"{level}-{half}"
@@ -436,23 +461,27 @@ def _outcome_or_none(provenance: dict) -> bool | None:
         return None
 
 
-def transfer_library(root: str | Path, condition: str = "subtask-text") -> SkillLibrary | None:
-    """The final library of one memory condition of the transfer experiment, or None when it was not run."""
-    run_dir = Path(root) / RECORDS / condition
-    return library_of(run_dir) if (run_dir / "run.json").exists() else None
+def transfer_library(run_dir: str | Path, condition: str = "subtask-text") -> SkillLibrary | None:
+    """The final library of one memory condition of the transfer run in `run_dir`, or None when it was not
+    run."""
+    path = Path(run_dir) / condition
+    return library_of(path) if (path / "run.json").exists() else None
 
 
-def load_transfer(root: str | Path) -> Transfer:
-    """The transfer experiment recorded under a profile's records (`<root>/transfer/`)."""
-    run_dir = Path(root) / RECORDS
+def load_transfer(run_dir: str | Path) -> Transfer:
+    """The transfer experiment recorded in `run_dir` (a profile's `<root>/transfer/`)."""
+    run_dir = Path(run_dir)
     path = run_dir / "experiment.json"
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: execute chapter 02_induction (which runs the transfer "
-                                "stream) with this profile first")
-    spec = TransferSpec(**read_json(path, "experiment spec"))
-    return Transfer(Path(root), spec, {c: load_condition(run_dir / c) for c in spec.conditions})
+        inner = run_dir / RECORDS / "experiment.json"
+        raise FileNotFoundError(
+            f"{path} does not exist: " + (f"pass the transfer run's own folder, {run_dir / RECORDS}"
+                                          if inner.exists() else "execute chapter 02_induction (which runs "
+                                          "the transfer stream) with this profile first"))
+    settings = TransferSettings.from_record(read_json(path, "experiment settings"))
+    return Transfer(run_dir, settings, {c: load_condition(run_dir / c) for c in settings.conditions})
 
 
 __all__ = ["CONDITIONS", "DEFAULT_CONDITIONS", "E3_HALVES", "RECORDS", "parse_conditions", "interleave",
-           "condition", "frozen", "library_of", "TransferSpec", "run_transfer", "Transfer", "RetrievingRun",
+           "condition", "frozen", "library_of", "TransferSettings", "run_transfer", "Transfer", "RetrievingRun",
            "load_transfer", "transfer_library"]

@@ -166,9 +166,10 @@ class StudyDesign:
         return {"twx": {"game_params": dict(self.twx_params)}}
 
     @property
-    def agent(self) -> dict:
-        return {"max_steps": self.max_steps, "max_subtasks": self.max_subtasks,
-                "max_subtask_steps": self.max_subtask_steps}
+    def agent(self) -> AgentConfig:
+        """The agent of every condition (each sets its level)."""
+        return AgentConfig(max_steps=self.max_steps, max_subtasks=self.max_subtasks,
+                           max_subtask_steps=self.max_subtask_steps)
 
     def tasks(self) -> list[str]:
         """The test stream: n tasks (spread evenly over the task types), interleaved, seeded."""

@@ -41,6 +41,7 @@ from ...envs import (
 )
 from ...llm.backends import backend_fingerprint
 from ...run import RunDir
+from .. import check_agent
 from .credit import (
     ABLATIONS,
     NEUTRAL,
@@ -67,7 +68,10 @@ class GoldSettings:
     closed_loop: int = 0           # windows also replayed closed loop (the agent re-plans; model calls)
     closed_slack: int = 3          # closed-loop agent steps beyond the window and the rest of the gold path
     neutral: str = NEUTRAL
-    agent: dict = field(default_factory=dict)   # AgentConfig fields of the closed-loop agent
+    agent: AgentConfig = field(default_factory=AgentConfig)   # the closed-loop agent (task level)
+    # -- the run ----------------------------------------------------------------------------------------
+    task_ids: list[str] = field(default_factory=list)        # TRAIN tasks with gold paths (`gold_tasks`)
+    env_options: dict = field(default_factory=dict)
 
     def validate(self) -> GoldSettings:
         window_candidates(0, self.min_len, self.max_len)
@@ -77,7 +81,7 @@ class GoldSettings:
         for name in ("judged_deletions", "closed_loop", "closed_slack"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {getattr(self, name)!r}")
-        AgentConfig(**self.agent).validate()
+        check_agent(self.agent, "task", "the gold study")
         return self
 
 
@@ -131,7 +135,7 @@ class GoldStudy:
     windows: pd.DataFrame          # one row per candidate window: every credit measured for it
 
 
-def study_settings(llm, settings: GoldSettings, env_options: dict | None, envs=()) -> dict:
+def study_settings(llm, settings: GoldSettings, envs=()) -> dict:
     """What must not change between a gold study and its resumption (`envs`: those of its tasks)."""
     s = settings
     extra = {"simulators": sim} if (sim := simulator_revisions(envs)) else {}
@@ -139,18 +143,20 @@ def study_settings(llm, settings: GoldSettings, env_options: dict | None, envs=(
         "judge": {h: judge_id(h, s.judge_samples, s.neutral) for h in ABLATIONS},
         "backend": backend_fingerprint(llm.backend),   # the model, not where it is served
         "seed": llm.seed, "neutral": s.neutral, "closed_slack": s.closed_slack,
-        "agent": AgentConfig(**s.agent).record(),
-        "env_options": {k: canonical_options(k, dict(v)) for k, v in (env_options or {}).items()}},
+        "agent": s.agent.record(),
+        "env_options": {k: canonical_options(k, dict(v)) for k, v in s.env_options.items()}},
         sort_keys=True, default=str))
 
 
-def gold_study(run_dir, llm, task_ids: list[str], settings: GoldSettings, env_options: dict | None = None,
-               progress: bool = True) -> GoldStudy:
+def gold_study(run_dir: str | Path, llm, settings: GoldSettings, *, progress: bool = True) -> GoldStudy:
     """Trajectories → open-loop replays (both ablations) → judge (neutral on every window, deletion on a
     subset) → closed-loop replays (a subset); each stage appends its records as it goes and resumes."""
     settings.validate()
+    task_ids, env_options = settings.task_ids, settings.env_options
+    if not task_ids:
+        raise ValueError("the gold study needs `task_ids`: TRAIN tasks with gold paths (`gold_tasks`)")
     store, run_dir = RunDir(run_dir), Path(run_dir)
-    fp = study_settings(llm, settings, env_options, {parse_task_id(t)[0] for t in task_ids})
+    fp = study_settings(llm, settings, {parse_task_id(t)[0] for t in task_ids})
     store.check_settings(fp)
     streams: dict[str, list[str]] = {}
     for t in task_ids:
@@ -205,7 +211,7 @@ def gold_study(run_dir, llm, task_ids: list[str], settings: GoldSettings, env_op
                 row = {"task_id": t, "candidate": c.label, "how": h, **j}
                 _append(paths["judge"], row)
                 judged[(t, c.label, h)] = row
-            config = AgentConfig(**settings.agent)
+            config = settings.agent
             for t, c in tqdm([w for w in closed_wins if (w[0], w[1].label) not in closed], desc="closed loop",
                              disable=not progress):
                 tr = trajs[t]

@@ -4,7 +4,7 @@ experiment's subtask-level text skills when given, credit macros as one stream).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +16,8 @@ from ...io import atomic_write_json
 from ...memory import content_hash
 from ...run import Condition, collect, run_condition
 from ...skills.library import THRESHOLD, SkillLibrary
-from ..breakdown import frozen
+from .. import check_agent
+from ..breakdown import frozen, imported_library, transfer_library
 from .credit import KINDS, candidates, judge_credit, judge_id, replay, replay_ablation, spread, window_candidates
 from .macros import add_macro, macro_skill, make_macro
 from .memory import CreditMemory
@@ -40,6 +41,12 @@ class SkillCSettings:
     k: int = 3                     # retrieval
     threshold: float = THRESHOLD
     rerank: bool = False
+    # -- the run ----------------------------------------------------------------------------------------
+    tasks: dict[str, list[str]] = field(default_factory=dict)   # {"train": [...], "test": [...]}
+    agent: AgentConfig = field(default_factory=AgentConfig)     # the task-level agent
+    env_options: dict = field(default_factory=dict)
+    transfer_run: str = ""         # a transfer run's folder: its subtask-level text skills are a test condition
+    skills_folder: str = ""        # Agent Skills (SKILL.md): one more test condition, `skills`
 
     def validate(self) -> SkillCSettings:
         if self.credit_source not in CREDIT_SOURCES:
@@ -47,6 +54,13 @@ class SkillCSettings:
                              f"valid: {', '.join(CREDIT_SOURCES)}")
         window_candidates(0, self.min_len, self.max_len)
         candidates([], kinds=self.kinds)
+        return self
+
+    def validate_run(self) -> SkillCSettings:
+        """The knobs and the run (splits, the agent) — before any model time."""
+        self.validate()
+        require_splits(self.tasks, ("train", "test"), "run_skillc")
+        check_agent(self.agent, "task", "SKILLC")
         return self
 
 
@@ -153,21 +167,21 @@ class SkillCRun:
     train_episodes: list
 
 
-def run_skillc(run_dir, llm, tasks: dict[str, list[str]], agent: dict, settings: SkillCSettings,
-               env_options: dict | None = None, workers: int = 1, text_library=None, progress: bool = True,
-               skills_library=None) -> SkillCRun:
-    """Collect → credit (judge and replay) → macros → test conditions (none, the transfer experiment's
-    subtask-level text skills when given, a folder of Agent Skills when given (`skills_library`, e.g.
-    `breakdown.imported_library(folder)`), credit macros as one stream). Every stage resumes."""
-    settings.validate()
-    require_splits(tasks, ("train", "test"), "run_skillc")
+def run_skillc(run_dir: str | Path, llm, settings: SkillCSettings, *, workers: int = 1,
+               progress: bool = True) -> SkillCRun:
+    """Collect → credit (judge and replay) → macros → test conditions (none, the transfer run's
+    subtask-level text skills when `settings.transfer_run` holds them, a folder of Agent Skills when
+    `settings.skills_folder` names one, credit macros as one stream). Every stage resumes."""
+    s = settings.validate_run()
     run_dir = Path(run_dir)
-    config = AgentConfig(level="task", **agent)
+    tasks, env_options, config = s.tasks, s.env_options, s.agent
+    text_library = transfer_library(s.transfer_run, "subtask-text") if s.transfer_run else None
+    skills_library = imported_library(s.skills_folder) if s.skills_folder else None
     train = collect(run_dir / "collect", llm, tasks["train"], config, env_options, workers)
     with EnvPool(env_options) as envs:
-        credits = credit_table(run_dir / "credits.jsonl", llm, envs, train, settings, progress)
+        credits = credit_table(run_dir / "credits.jsonl", llm, envs, train, s, progress)
     path = run_dir / "library.json"
-    source = library_source(credits, settings)
+    source = library_source(credits, s)
     if path.exists():
         saved = json.loads(path.read_text())
         if saved.get("source") != source:
@@ -176,14 +190,14 @@ def run_skillc(run_dir, llm, tasks: dict[str, list[str]], agent: dict, settings:
                              "rebuild it, or use a new run directory")
         library, log = SkillLibrary().load_state(saved["library"]), saved["log"]
     else:
-        library, log = build_library(llm, credits, train, settings) if len(credits) else (SkillLibrary(), [])
+        library, log = build_library(llm, credits, train, s) if len(credits) else (SkillLibrary(), [])
         atomic_write_json(path, {"library": library.state(), "log": log, "source": source})
     conditions = [Condition("none", config)]
     if text_library is not None:
-        conditions.append(Condition("subtask-text", config, frozen(llm, text_library, settings.k, settings.threshold)))
+        conditions.append(Condition("subtask-text", config, frozen(llm, text_library, s.k, s.threshold)))
     if skills_library is not None:
-        conditions.append(Condition("skills", config, frozen(llm, skills_library, settings.k, settings.threshold)))
-    conditions.append(Condition("credit", config, lambda: credit_memory(library, settings), stream=True))
+        conditions.append(Condition("skills", config, frozen(llm, skills_library, s.k, s.threshold)))
+    conditions.append(Condition("credit", config, lambda: credit_memory(library, s), stream=True))
     frames = [run_condition(run_dir / "test" / c.name, llm, c, tasks["test"], env_options, workers,
                             desc=f"test: {c.name}").frame for c in conditions]
     return SkillCRun(credits, library, log, pd.concat(frames, ignore_index=True), train)

@@ -14,6 +14,7 @@ from .memory import RawTrajectoryMemory, SkillBankMemory
 from .pipeline import (
                        CONDITIONS,
                        SkillRLRun,
+                       SkillRLSettings,
                        StaleRecords,
                        Teacher,
                        citations,
@@ -24,5 +25,5 @@ from .pipeline import (
 )
 
 __all__ = ["bank_from_json", "bank_html", "bank_to_json", "kind", "render_bank", "RawTrajectoryMemory",
-           "SkillBankMemory", "CONDITIONS", "SkillRLRun", "StaleRecords", "Teacher", "citations", "distil",
-           "evolution_round", "prompt_footprint", "run_skillrl"]
+           "SkillBankMemory", "CONDITIONS", "SkillRLRun", "SkillRLSettings", "StaleRecords", "Teacher", "citations",
+           "distil", "evolution_round", "prompt_footprint", "run_skillrl"]

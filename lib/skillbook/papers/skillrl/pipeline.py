@@ -36,7 +36,8 @@ from ...records import Episode, render_steps
 from ...run import Condition, collect, run_condition
 from ...skills.embeddings import get_embedder
 from ...skills.library import SkillLibrary
-from ..breakdown import frozen
+from .. import check_agent
+from ..breakdown import frozen, imported_library
 from .bank import bank_from_json, bank_skill, bank_to_json, kind, mistake
 from .memory import RawTrajectoryMemory, SkillBankMemory
 
@@ -330,11 +331,36 @@ class SkillRLRun:
     raw: dict = field(default_factory=dict)   # category → the rendered training runs (the raw-trajectory memory)
 
 
-def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], agent: dict, rounds: int = 2,
-                delta: float = DELTA, retrieval_delta: float = 0.3, top_k: int = 6, env_options: dict | None = None,
-                workers: int = 1, conditions=CONDITIONS, mode: str = "embedding", count=None,
-                skills_library: SkillLibrary | None = None) -> SkillRLRun:
-    """Collect → distil → validate and evolve `rounds` times → the test conditions.
+@dataclass
+class SkillRLSettings:
+    """What defines a SkillRL run (the bank's distillation, its evolution and the test conditions)."""
+    tasks: dict[str, list[str]] = field(default_factory=dict)   # {"train": [...], "dev": [...], "test": [...]}
+    agent: AgentConfig = field(default_factory=AgentConfig)     # the task-level policy's agent
+    rounds: int = 2                # validation → evolution rounds
+    delta: float = DELTA           # evolution trigger: a category's validation success below δ
+    retrieval_delta: float = 0.3   # cosine threshold of task-specific skills (the paper's δ_s)
+    top_k: int = 6                 # K task-specific skills
+    mode: str = "embedding"        # retrieval mode (`SkillBankMemory`): embedding or template
+    conditions: tuple[str, ...] = CONDITIONS
+    env_options: dict = field(default_factory=dict)
+    skills_folder: str = ""        # Agent Skills (SKILL.md): one more test condition, `skills`
+
+    def validate(self) -> SkillRLSettings:
+        bad = [c for c in self.conditions if c not in CONDITIONS]
+        if bad:
+            raise ValueError(f"unknown SkillRL condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
+        require_splits(self.tasks, ("train", "dev", "test"), "run_skillrl")
+        check_agent(self.agent, "task", "SkillRL")
+        if not isinstance(self.rounds, int) or self.rounds < 0:
+            raise ValueError(f"rounds must be a non-negative integer, got {self.rounds!r}")
+        SkillBankMemory(SkillLibrary(), mode=self.mode, top_k=self.top_k)   # its own parameter checks
+        return self
+
+
+def run_skillrl(run_dir: str | Path, llm, settings: SkillRLSettings, *, teacher=None, workers: int = 1,
+                count=None) -> SkillRLRun:
+    """Collect → distil → validate and evolve `rounds` times → the test conditions; `teacher` (default:
+    `llm`) distils and evolves the bank.
 
     Every stage resumes: runs from their records, banks from `bank/roundN.json` (a bank in the public
     layout placed at `bank/round0.json` is used as the distilled one). A bank is always used as read back
@@ -343,17 +369,16 @@ def run_skillrl(run_dir: Path, llm, teacher_llm, tasks: dict[str, list[str]], ag
     checked against the runs it was made from (round 0: the training runs' task distribution, when this
     book distilled it; round N + 1: validation round N's success by category and sampled failures), and
     every SkillBank or raw-trajectory run against the retrieval asked for (`check_retrieval`): what does
-    not match is refused (`StaleRecords`), never silently reused. `mode` is the retrieval mode
-    (`SkillBankMemory`); `count` counts tokens for the compression ratio (`prompt_footprint`).
-    `skills_library` (a folder of Agent Skills, `breakdown.imported_library`) adds the test condition
-    `skills`: that library, retrieved by description (top_k, at `retrieval_delta`)."""
-    bad = [c for c in conditions if c not in CONDITIONS]
-    if bad:
-        raise ValueError(f"unknown SkillRL condition(s) {bad}; valid: {', '.join(CONDITIONS)}")
-    require_splits(tasks, ("train", "dev", "test"), "run_skillrl")
-    SkillBankMemory(SkillLibrary(), mode=mode, top_k=top_k)          # parameters checked before any run
+    not match is refused (`StaleRecords`), never silently reused. `count` counts tokens for the
+    compression ratio (`prompt_footprint`). `settings.skills_folder` adds the test condition `skills`:
+    that library, retrieved by description (top_k, at `retrieval_delta`)."""
+    s = settings.validate()
+    tasks, env_options, conditions = s.tasks, s.env_options, list(s.conditions)
+    rounds, delta, retrieval_delta, top_k, mode = s.rounds, s.delta, s.retrieval_delta, s.top_k, s.mode
+    teacher_llm = teacher or llm
+    skills_library = imported_library(s.skills_folder) if s.skills_folder else None
     run_dir = Path(run_dir)
-    config = AgentConfig(level="task", **agent)
+    config = s.agent
     train = collect(run_dir / "collect", llm, tasks["train"], config, env_options, workers)
     teacher = Teacher(teacher_llm)
     path = run_dir / "bank" / "round0.json"
@@ -437,7 +462,8 @@ def citations(episode, skills) -> list[list[str]]:
     return out
 
 
-__all__ = ["CONDITIONS", "SkillRLRun", "run_skillrl", "citations", "DELTA", "parse_json", "Teacher", "render_run",
+__all__ = ["CONDITIONS", "SkillRLRun", "SkillRLSettings", "run_skillrl", "citations", "DELTA", "parse_json", "Teacher",
+           "render_run",
            "distil", "category_success", "triggered", "sample_failures", "evolution_round", "save_bank", "load_bank",
            "StaleRecords", "task_distribution", "evolution_inputs", "check_retrieval", "wordpiece_tokens",
            "prompt_footprint"]

@@ -83,6 +83,7 @@ from ...llm.modelfiles import gguf_path, merged_gguf_path, merged_hf_path
 from ...records import Episode
 from ...run import Condition, load_episodes, run_condition
 from ...skills.library import SkillLibrary
+from .. import check_agent
 from .memory import SkillBankMemory
 from .pipeline import StaleRecords, Teacher, evolution_round, evolution_rows, load_bank, save_bank
 
@@ -689,8 +690,8 @@ class TrainingRun:
 
 
 def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: list, tasks: dict[str, list[str]],
-                 agent: dict, config: TrainConfig, base: str = "qwen2.5-coder-0.5b", env_options: dict | None = None,
-                 seed: int = 0, conditions=CONDITIONS, delta: float = 0.4,
+                 agent: AgentConfig, config: TrainConfig, base: str = "qwen2.5-coder-0.5b",
+                 env_options: dict | None = None, seed: int = 0, conditions=CONDITIONS, delta: float = 0.4,
                  memory_options: dict | None = None) -> TrainingRun:
     """Algorithm 1, lines 16–31, resumed from `run_dir` (the chapter's `train/` folder):
 
@@ -713,7 +714,7 @@ def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: li
     run_dir = Path(run_dir)
     memory_kw = dict(memory_options or {})
     SkillBankMemory(SkillLibrary(), **memory_kw)          # its parameters are checked before any model time
-    cfg = AgentConfig(level="task", **agent).validate()
+    cfg = check_agent(agent, "task", "SkillRL training")
     memory = lambda b, label: (lambda: SkillBankMemory(b, label=label, **memory_kw))  # noqa: E731
 
     def live(what: str) -> None:
