@@ -9,7 +9,7 @@ import pytest
 from skillbook.llm import LLM, BackendError, parse_backend
 from skillbook.papers.skillrl.bank import bank_skill
 from skillbook.papers.skillrl.training import (
-    TrainConfig,
+    TrainSettings,
     config_from,
     missing_extra,
     policy_id,
@@ -110,7 +110,7 @@ def recorded(fake_env):
 
 
 def test_config_checks_name_the_valid_choices():
-    assert TrainConfig().validate().rounds == 30          # the paper: 150 steps, validation every 5
+    assert TrainSettings().validate().rounds == 30          # the paper: 150 steps, validation every 5
     assert config_from(grpo_steps=3, validate_every=2).rounds == 2
     with pytest.raises(ValueError, match="valid: .*grpo_steps"):
         config_from(grpo_step=3)

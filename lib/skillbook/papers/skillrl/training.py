@@ -112,7 +112,7 @@ def require_extra() -> None:
 
 # -- configuration --------------------------------------------------------------------------------------
 @dataclass
-class TrainConfig:
+class TrainSettings:
     """Every training choice; a laptop run sizes them down. From the paper (Table 4 and §4): the learning
     rates, SFT batch and epochs, G = 8, 16 states per step (its batch of 16; it also accumulates 4 steps),
     the KL coefficient, the invalid-action penalty, 150 GRPO steps, validation every 5 and the 6,000-token
@@ -143,7 +143,7 @@ class TrainConfig:
     threads: int = 0                    # torch threads (0: torch's default)
     use_vllm: bool = False              # GRPO samples its G replies with vLLM (a CUDA GPU and the `gpu` extra)
 
-    def validate(self) -> TrainConfig:
+    def validate(self) -> TrainSettings:
         for name in ("lora_r", "lora_alpha", "sft_epochs", "sft_batch", "sft_max_tokens", "group",
                      "states_per_step", "grpo_steps", "validate_every", "max_completion_tokens",
                      "max_prompt_tokens"):
@@ -173,18 +173,18 @@ class TrainConfig:
         return {k: (", ".join(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
 
-PAPER = TrainConfig()   # the paper's numbers, for the chapter's side-by-side table
+PAPER = TrainSettings()   # the paper's numbers, for the chapter's side-by-side table
 
 
-def config_from(**params) -> TrainConfig:
-    """A TrainConfig from keyword parameters; an unknown name is an error naming the valid ones."""
-    names = {f.name for f in fields(TrainConfig)}
+def config_from(**params) -> TrainSettings:
+    """TrainSettings from keyword parameters; an unknown name is an error naming the valid ones."""
+    names = {f.name for f in fields(TrainSettings)}
     bad = sorted(set(params) - names)
     if bad:
         raise ValueError(f"unknown training parameter(s) {bad}; valid: {', '.join(sorted(names))}")
     if "targets" in params and isinstance(params["targets"], str):
         params["targets"] = tuple(t.strip() for t in params["targets"].split(",") if t.strip())
-    return TrainConfig(**params).validate()
+    return TrainSettings(**params).validate()
 
 
 # -- data: recorded episodes replayed through the agent loop ---------------------------------------------
@@ -372,7 +372,7 @@ def merged(model):
     return plain
 
 
-def _lora(config: TrainConfig):
+def _lora(config: TrainSettings):
     from peft import LoraConfig  # deferred: the train extra (optional, slow to import); only training needs it
     return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0,
                       target_modules=list(config.targets), task_type="CAUSAL_LM")
@@ -383,7 +383,7 @@ def _last_checkpoint(folder: Path) -> str | None:
     return str(found[-1]) if found else None
 
 
-def _common_args(out: Path, config: TrainConfig) -> dict:
+def _common_args(out: Path, config: TrainSettings) -> dict:
     # checkpoints every step: a killed laptop run resumes from its last step (they are not records: the
     # folder is ignored by git and removed when the stage is done)
     return dict(output_dir=str(out / ".checkpoints"), logging_steps=1, save_strategy="steps", save_steps=1,
@@ -400,7 +400,7 @@ def save_adapter(model, folder: Path) -> Path:
     return Path(folder)
 
 
-def sft(model, tokenizer, rows: list[dict], out: Path, config: TrainConfig) -> dict:
+def sft(model, tokenizer, rows: list[dict], out: Path, config: TrainSettings) -> dict:
     """Cold-start SFT with a LoRA adapter; the adapter goes to `out/adapter`, the log to `out/log.json`.
     Resumes from the last checkpoint; returns the log (per-step loss)."""
     require_extra()
@@ -484,7 +484,7 @@ class StepReward:
         self.envs.clear()
 
 
-def grpo(model, tokenizer, states: list[dict], out: Path, config: TrainConfig, reward: StepReward,
+def grpo(model, tokenizer, states: list[dict], out: Path, config: TrainSettings, reward: StepReward,
          steps: int) -> dict:
     """`steps` GRPO steps over `states` (each an anchor state: G replies sampled from its conversation).
     `model` is the policy to improve: a plain model gets a fresh LoRA adapter (its weights are π_ref), a
@@ -690,7 +690,7 @@ class TrainingRun:
 
 
 def train_policy(run_dir: Path, cache, teacher, bank: SkillLibrary, episodes: list, tasks: dict[str, list[str]],
-                 agent: AgentConfig, config: TrainConfig, base: str = "qwen2.5-coder-0.5b",
+                 agent: AgentConfig, config: TrainSettings, base: str = "qwen2.5-coder-0.5b",
                  env_options: dict | None = None, seed: int = 0, conditions=CONDITIONS, delta: float = 0.4,
                  memory_options: dict | None = None) -> TrainingRun:
     """Algorithm 1, lines 16–31, resumed from `run_dir` (the chapter's `train/` folder):
@@ -838,7 +838,7 @@ def _stop(llm) -> None:
         server.stop()
 
 
-__all__ = ["TRAIN_EXTRA", "CONDITIONS", "TrainingUnavailable", "missing_extra", "require_extra", "TrainConfig",
+__all__ = ["TRAIN_EXTRA", "CONDITIONS", "TrainingUnavailable", "missing_extra", "require_extra", "TrainSettings",
            "HF", "hf_model", "check_base", "cuda_available", "export_hf_policy", "save_adapter",
            "PAPER", "config_from", "ScriptedModel", "transcribe", "training_data", "write_jsonl", "read_jsonl",
            "sft_features", "load_base", "merged", "sft", "StepReward", "grpo", "generate", "policy_id", "lora_deltas",
