@@ -306,7 +306,7 @@ def test_findings_sentences_say_what_the_claims_table_says():
     """Chapter findings are written from the claims table: estimate, interval, n, test, verdict — and a
     descriptive row says what was observed without a verdict."""
     from skillbook.analysis import Claim, claims_table
-    from skillbook.analysis.report import findings, tally
+    from skillbook.analysis.report import claim_list, tally
     t = claims_table([
         Claim("memory helps", "+1.9 pp", +1, True, {"difference": -0.25, "ci_low": -0.5, "ci_high": 0.1, "p": 0.3,
                                                      "mde": 0.6, "n_tasks": 9}),
@@ -316,7 +316,7 @@ def test_findings_sentences_say_what_the_claims_table_says():
         Claim("density", "higher", +1, False, {"estimate": 0.1}, note="one stream each"),
         Claim("utility ranks alike on two task sets", "—", +1, False, {"estimate": 0.6, "p": 0.001, "n": 32},
               unit="skills", kind="check")])
-    primary, secondary = findings(t, "primary"), findings(t, "secondary")
+    primary, secondary = claim_list(t, "primary"), claim_list(t, "secondary")
     assert primary == ("* *memory helps* (paper: +1.9 pp): −0.25 [−0.50, +0.10], n = 9; p = 0.30 — "
                        "**not resolved (MDE ±0.60)**.")
     # n as the claims table's n column gives it: its units and clusters
@@ -327,7 +327,7 @@ def test_findings_sentences_say_what_the_claims_table_says():
     # a check of the book's tools is neither listed nor counted with the papers' claims, but on its own
     assert "utility ranks alike" not in secondary and tally(t, "secondary").startswith("0 of 2 supported")
     assert tally(t, "secondary", kind="check") == "1 of 1 supported, 0 contradicted, 0 not resolved"
-    assert findings(t, kind="check") == ("* *utility ranks alike on two task sets* (paper: —): +0.60, "
+    assert claim_list(t, kind="check") == ("* *utility ranks alike on two task sets* (paper: —): +0.60, "
                                          "n = 32 skills; p = 0.001, Holm-adjusted = 0.001 — **supported**.")
 
 

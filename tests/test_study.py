@@ -147,7 +147,7 @@ def test_findings_name_the_model_that_answered():
                             "estimate": 0.05, "ci_low": -0.02, "ci_high": 0.12, "p": 0.2,
                             "verdict": "not resolved", "n": 40}])
     progress = pd.DataFrame({"hours": [1.5]}, index=["all"])
-    text = study.findings(claims, design, progress, final=False, model="`embedded:qwen2.5-coder-0.5b`")
+    text = study.closing_paragraph(claims, design, progress, final=False, model="`embedded:qwen2.5-coder-0.5b`")
     assert "qwen2.5-coder-0.5b" in text and "1.5B" not in text
     assert "interim: 40 of the pre-registered 223" in text
 
@@ -179,7 +179,7 @@ def test_findings_say_n_a_for_a_claim_without_an_estimate_and_keep_short_runs_in
                             "estimate": nan, "ci_low": nan, "ci_high": nan, "p": nan, "verdict": "not resolved",
                             "n": 2, "note": "no retrieved skill had a score"}])
     progress = pd.DataFrame({"hours": [0.05]}, index=["all"])
-    text = study.findings(claims, design, progress, final=True)
+    text = study.closing_paragraph(claims, design, progress, final=True)
     assert "nan" not in text
     assert "n/a (no retrieved skill had a score)" in text and "3 minutes of episodes" in text
 
@@ -194,11 +194,11 @@ def test_findings_format_numbers_as_the_claims_table_and_state_the_measured_mde(
     design = study.StudyDesign(task_types="twx/coin", n_tasks=223)
     result = {"estimate": -0.05, "ci_low": -0.12, "ci_high": 0.02, "p": 0.21, "n": 223, "mde": 0.094}
     table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, result)])
-    text = study.findings(table, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=True)
+    text = study.closing_paragraph(table, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=True)
     assert "−0.05 [−0.12, +0.02], p = 0.21" in text and "-0.05" not in text
     # Real case (chapter 09 at n = 190): "−0.14 [−0.21, −0.06], p = <0.001"
     small = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, {**result, "p": 0.0004})])
-    text = study.findings(small, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=True)
+    text = study.closing_paragraph(small, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=True)
     assert "p < 0.001" in text and "p = <" not in text
     assert "±0.09 " in text and "at most 3.1 pp" in text and "ten points" not in text
 
@@ -212,7 +212,7 @@ def test_findings_say_what_one_small_model_on_one_game_cannot_show():
     result = {"estimate": -0.05, "ci_low": -0.12, "ci_high": 0.02, "p": 0.21, "n": 223, "mde": 0.094}
     table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, result)])
     for final in (False, True):
-        text = study.findings(table, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=final,
+        text = study.closing_paragraph(table, design, pd.DataFrame({"hours": [20.0]}, index=["all"]), final=final,
                               model="`embedded:qwen2.5-coder-1.5b`")
         last = text.split("\n\n")[-1]
         assert last.startswith("**What it can and cannot show.** One model (`embedded:qwen2.5-coder-1.5b`) on "
@@ -241,7 +241,7 @@ def test_findings_count_tasks_from_the_primary_contrasts_not_the_utility_rows():
     slope = {"estimate": 0.1, "ci_low": -0.2, "ci_high": 0.4, "p": 0.5, "n": 25, "n_clusters": 13}
     table = claims_table([Claim("subtask-text − subtask-none", "+1.9 pp", +1, True, pair),
                           Claim("success rises with retrieved utility", "§6.1: yes", +1, False, slope)])
-    text = study.findings(table, design, pd.DataFrame({"hours": [3.2]}, index=["all"]), final=False)
+    text = study.closing_paragraph(table, design, pd.DataFrame({"hours": [3.2]}, index=["all"]), final=False)
     assert "the same 13 test seeds (interim: 13 of the pre-registered 223)" in text
 
 
@@ -315,7 +315,7 @@ def test_findings_state_the_exploratory_split_without_a_verdict_and_say_what_the
         {"part": "prompt slot (placebo − none)", "contrast": "subtask-placebo − subtask-none",
          "role": "exploratory", "estimate": -0.24, "ci_low": -0.31, "ci_high": -0.17, "p": 1e-9, "n": 223}])
     hours = pd.DataFrame({"hours": [15.2]}, index=["all"])
-    text = study.findings(table, design, hours, final=True, decomposition=split)
+    text = study.closing_paragraph(table, design, hours, final=True, decomposition=split)
     assert "exploratory" in text.lower() and "−0.24 [−0.31, −0.17]" in text
     assert "lowered" not in text and "own hidden library" in text and "not well-formed skills" in text
 

@@ -60,7 +60,7 @@ def _of_kind(table: pd.DataFrame, kind: str | None) -> pd.Series:
     return (table["kind"] if "kind" in table else pd.Series("paper", index=table.index)) == kind
 
 
-def findings(table: pd.DataFrame, role: str | None = None, kind: str | None = "paper") -> str:
+def claim_list(table: pd.DataFrame, role: str | None = None, kind: str | None = "paper") -> str:
     """The claims of one role (or all) and one kind (claims of the papers unless asked otherwise: a
     check of the book's tools is reported apart) as a markdown list of `claim_sentence`s."""
     keep = _of_kind(table, kind)
@@ -83,7 +83,7 @@ def tally(table: pd.DataFrame, role: str, kind: str = "paper") -> str:
     return ", ".join(parts)
 
 
-__all__ = ["num", "interval", "p_text", "claim_sentence", "findings", "tally"]
+__all__ = ["num", "interval", "p_text", "claim_sentence", "claim_list", "tally"]
 
 
 # Small helpers the chapters' sentences share (they were defined in the chapters: `count` in 01 and

@@ -605,7 +605,7 @@ def _health_text(health: pd.DataFrame, k: int) -> str:
             "not a replicated one.")
 
 
-def findings(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
+def closing_paragraph(claims: pd.DataFrame, design: StudyDesign, progress: pd.DataFrame, final: bool,
              model: str = "the profile's model", per_seed: pd.DataFrame | None = None,
              decomposition: pd.DataFrame | None = None, health: pd.DataFrame | None = None) -> str:
     """The chapter's closing paragraph, written from the claims table (tested over games: its n is games,
