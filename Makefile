@@ -126,17 +126,22 @@ ceiling-status: install
 ceiling-stop: install
 	$(PY) -m skillbook.papers.breakdown.ceiling stop --profile ceiling
 
-# The index, not the working tree: the background study keeps appending records while this runs.
+# The index, not the working tree: the background study keeps appending records while this runs. What the
+# replay wrote besides the notebooks (a chapter's claims record, once the records hold claims) comes back too,
+# listed, so that the commit holds everything a fresh replay of it would write.
 replay-staged: install
 	@test -n "$(CHAPTERS)" || { echo "usage: make replay-staged CHAPTERS=11_ceiling"; exit 2; }
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	git checkout-index -a --prefix="$$tmp/copy/" && \
+	git checkout-index -a --prefix="$$tmp/copy/" && cp "$$(git rev-parse --git-path index)" "$$tmp/index" && \
 	(cd "$$tmp/copy" && SKILLBOOK_CACHE="$$tmp/cache/skillbook" XDG_CACHE_HOME="$$tmp/cache" \
 	  SKILLBOOK_REPLAY_ONLY=1 PYTHONPATH="$$tmp/copy/lib" $(CURDIR)/$(PY) -m skillbook.book execute \
 	  --profile $(PROFILE) --chapters $(CHAPTERS)) && \
-	for c in $$(echo $(CHAPTERS) | tr , ' '); do cp "$$tmp/copy/runs/$(PROFILE)/$$c.ipynb" "runs/$(PROFILE)/$$c.ipynb" && \
-	  git add "runs/$(PROFILE)/$$c.ipynb"; done
- (workshop.md): fetch once where there is network, copy DIR by USB, install from it.
+	GIT_INDEX_FILE="$$tmp/index" git --work-tree="$$tmp/copy" status --porcelain --untracked-files=all \
+	  | cut -c4- > "$$tmp/written" && \
+	while read -r f; do echo "replay wrote: $$f"; mkdir -p "$$(dirname "$$f")"; cp "$$tmp/copy/$$f" "$$f"; \
+	  git add "$$f"; done < "$$tmp/written"
+
+# A room without network (workshop.md): fetch once where there is network, copy DIR by USB, install from it.
 offline-kit: install
 	@test -n "$(DIR)" || { echo "usage: make offline-kit DIR=<a folder to copy to the participants' laptops>"; exit 2; }
 	$(PY) -m skillbook.kit fetch "$(DIR)" --pin "$(TORCH)"
