@@ -5,6 +5,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+# The Ctrl-C tests send SIGINT to this process; a suite started in the background (`make test &`) inherits
+# SIGINT ignored from the shell, and those tests then failed for that reason alone.
+from skillbook.run import interruptible  # noqa: E402
+
+interruptible()
+
 SMALL_MODEL = "embedded:qwen2.5-coder-0.5b"
 
 

@@ -339,3 +339,18 @@ def test_records_made_under_an_earlier_simulator_revision_are_refused(tmp_path, 
         run(tmp_path / "a", llm, TASKS[:2])
     run(tmp_path / "b", llm, TASKS[:2])
     assert json.loads((tmp_path / "b" / "run.json").read_text())["settings"]["simulators"] == {"fake": 2}
+
+
+@pytest.mark.parametrize("module", ["study", "ceiling"])
+def test_a_study_started_with_sigint_ignored_still_stops_on_sigint(module, tmp_path):
+    """A shell starts a background command with SIGINT ignored, and Python keeps it so: the real case, a
+    calibration started with `&` could only be killed (its unsaved answers lost). The studies' command
+    lines give SIGINT back its default, so `stop` and Ctrl-C end them within one step."""
+    import subprocess
+    import sys
+    code = (f"import os, signal, time\nfrom skillbook.papers.breakdown import {module}\n"
+            f"{module}.main(['status', '--profile', '{module}', '--runs-root', {str(tmp_path)!r}])\n"
+            "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\nprint('still running')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert "still running" not in r.stdout and "KeyboardInterrupt" in r.stderr, r.stdout[-500:] + r.stderr[-500:]

@@ -8,6 +8,7 @@ from .streams import (
                       episodes_frame,
                       final_memory,
                       independent_streams,
+                      interruptible,
                       live_minutes,
                       load_episodes,
                       run_sessions,
@@ -20,5 +21,5 @@ from .streams import (
 __all__ = ["EXECUTORS", "ExecutorError", "RayExecutor", "parse_executor",
            "Condition", "Result", "collect", "frame", "load_condition", "run_condition", "run_conditions",
            "RecordError", "RunDir", "RunLocked", "IncompleteRun", "Interrupted", "episodes_frame", "final_memory",
-           "independent_streams", "live_minutes", "load_episodes", "run_sessions", "run_streams", "sittings",
-           "stage_costs", "validate_streams"]
+           "independent_streams", "interruptible", "live_minutes", "load_episodes", "run_sessions", "run_streams",
+           "sittings", "stage_costs", "validate_streams"]

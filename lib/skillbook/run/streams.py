@@ -21,6 +21,7 @@ done; the next invocation retries it. They never enter the records that tables a
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +46,17 @@ class IncompleteRun(RuntimeError):
 
 class Interrupted(KeyboardInterrupt):
     """The run was stopped (Ctrl-C, a Jupyter interrupt); what finished is recorded."""
+
+
+def interruptible() -> None:
+    """Let Ctrl-C and a background study's `stop` (SIGINT) end this process's runs within one step, however
+    it was started. A shell starts a background command (`make ceiling-calibrate &`, `nohup … &`) with
+    SIGINT ignored and Python keeps it ignored, so such a run could only be killed, losing its unsaved
+    answers (the real case: a calibration started that way ignored SIGINT). Called by the command lines
+    that run studies; a notebook's kernel keeps its own handler."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def validate_streams(streams: dict[str, list[str]], env_options: dict | None = None) -> None:

@@ -46,7 +46,7 @@ from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
 from ...llm.backends import backend_fingerprint
 from ...memory import content_hash
 from ...profiles import ProfileError, load_profile, project_root
-from ...run import Condition, Interrupted, load_condition, run_condition
+from ...run import Condition, Interrupted, interruptible, load_condition, run_condition
 from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
 from .health import health_along, stream_health
 from .memory import InducedMemory
@@ -645,6 +645,7 @@ def main(argv: list[str] | None = None) -> None:
     for p in sub.choices.values():
         p.add_argument("--runs-root", default=None, help="default: runs/<profile> of the checkout")
     args = ap.parse_args(argv)
+    interruptible()                # `stop` and Ctrl-C reach it, however it was started
     project = project_root()
     profile = getattr(args, "profile", "ceiling")
     root = Path(args.runs_root) if args.runs_root else project / "runs" / profile

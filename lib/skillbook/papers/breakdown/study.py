@@ -53,7 +53,7 @@ from ...envs import sample_tasks, task_texts, units
 from ...io import atomic_write_bytes
 from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
 from ...profiles import ProfileError, load_profile, project_root
-from ...run import Condition, Interrupted, frame, load_condition, run_condition, run_conditions
+from ...run import Condition, Interrupted, frame, interruptible, load_condition, run_condition, run_conditions
 from ...skills.library import THRESHOLD, TOP_K
 from .health import retrievals, skill_table, stream_health
 from .hygiene import identities
@@ -762,6 +762,7 @@ def main(argv: list[str] | None = None) -> None:
     for p in sub.choices.values():
         p.add_argument("--runs-root", default=None, help="default: runs/<profile> of the checkout")
     args = ap.parse_args(argv)
+    interruptible()                # `stop` and Ctrl-C reach it, however it was started
     project = project_root()
     profile = getattr(args, "profile", "study")
     root = Path(args.runs_root) if args.runs_root else project / "runs" / profile
