@@ -164,3 +164,17 @@ def test_conditions_and_sign_flips():
     with pytest.raises(ValueError, match="valid: score, success"):
         AssaySettings(outcome="reward").validate()
     assert merge_clusters(lib, ["t3", "t4", "t1"], 0.8) == [["t3", "t4"], ["t1"]]
+
+
+def test_templates_come_first_and_the_library_keeps_its_records_and_id_counter():
+    """`with_templates` (through `SkillLibrary.with_first`, no longer reaching into the library's private
+    fields): templates first, then the induced skills (the same records), and new ids continue where the
+    induced library's left off."""
+    lib = SkillLibrary()
+    for d in ("pick up the key", "open the door"):
+        lib.add(Skill(id=lib.new_id(), description=d, body="…"))
+    out = with_templates(lib, "twx")
+    ids = [s.id for s in out]
+    assert ids[:5] == [s.id for s in template_skills("twx")] and ids[5:] == [s.id for s in lib]
+    assert out.get(ids[5]) is lib.get(ids[5])
+    assert out.new_id() == lib.new_id()

@@ -90,6 +90,19 @@ class SkillLibrary:
         lib._counter = self._counter
         return lib
 
+    def with_first(self, skills: list[Skill]) -> SkillLibrary:
+        """A new library holding `skills` first, then this library's skills whose ids are not among them (the
+        same records, not copies), with this library's embedder and id counter: e.g. Assay's protected
+        templates ahead of an induced library."""
+        lib = SkillLibrary(self._embedder)
+        for s in skills:
+            lib.add(s)
+        for s in self.skills.values():
+            if s.id not in lib:
+                lib.add(s)
+        lib._counter = self._counter
+        return lib
+
     # -- retrieval ----------------------------------------------------------------------------------
     def _append_vector(self, skill: Skill) -> None:
         if self._matrix is None:

@@ -60,14 +60,7 @@ def template_skills(env: str) -> list[Skill]:
 
 def with_templates(library: SkillLibrary, env: str) -> SkillLibrary:
     """A copy of `library` with the env's templates first."""
-    out = SkillLibrary(library._embedder)
-    for s in template_skills(env):
-        out.add(s)
-    for s in library:
-        if s.id not in out:
-            out.add(s)
-    out._counter = library._counter
-    return out
+    return library.with_first(template_skills(env))
 
 
 __all__ = ["TEMPLATES", "template_skills", "with_templates"]
