@@ -31,7 +31,7 @@ def split_table(cat: pd.DataFrame) -> pd.DataFrame:
 
 
 def _difficulty_file(env: Env):
-    return cache_dir() / "splits" / f"{env._splits_file().stem}-gold-length.json"
+    return cache_dir() / "splits" / f"{env.splits_file().stem}-gold-length.json"
 
 
 def computed_once(path, keys, compute, desc: str, progress: bool = True, save_every: int = SAVE_EVERY) -> dict:

@@ -445,7 +445,9 @@ class JavaEnv:
 
     _PACKAGE = ""  # the PyPI distribution whose official splits these are
 
-    def _splits_file(self):
+    def splits_file(self):
+        """Where this simulator's official splits are listed once per package version and configuration
+        (the units and gold-length caches are named after it)."""
         return cache_dir() / "splits" / f"{self.name}-{version(self._PACKAGE)}-{self._config_tag()}.json"
 
     def _config_tag(self) -> str:
@@ -456,7 +458,7 @@ class JavaEnv:
         key = (self._check_type(task_type), check_split(split))
         if key in self._split_cache:
             return self._split_cache[key]
-        path = self._splits_file()
+        path = self.splits_file()
         stored = json.loads(path.read_text()) if path.exists() else {}
         name = "/".join(key)
         if name not in stored:

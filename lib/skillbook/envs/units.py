@@ -53,7 +53,7 @@ def _state(env, task_id: str) -> str:
 
 
 def _cache_file(env):
-    return cache_dir() / "units" / f"{env._splits_file().stem}.json"
+    return cache_dir() / "units" / f"{env.splits_file().stem}.json"
 
 
 def units(task_ids, env_options: dict | None = None, progress: bool = True) -> pd.Series:
