@@ -136,8 +136,9 @@ replay-staged: install
 	(cd "$$tmp/copy" && SKILLBOOK_CACHE="$$tmp/cache/skillbook" XDG_CACHE_HOME="$$tmp/cache" \
 	  SKILLBOOK_REPLAY_ONLY=1 PYTHONPATH="$$tmp/copy/lib" $(CURDIR)/$(PY) -m skillbook.book execute \
 	  --profile $(PROFILE) --chapters $(CHAPTERS)) && \
-	GIT_INDEX_FILE="$$tmp/index" git --work-tree="$$tmp/copy" status --porcelain --untracked-files=all \
-	  | cut -c4- > "$$tmp/written" && \
+	g="git -C $$tmp/copy --git-dir=$$(git rev-parse --absolute-git-dir) --work-tree=$$tmp/copy" && \
+	{ GIT_INDEX_FILE="$$tmp/index" $$g diff --name-only; \
+	  GIT_INDEX_FILE="$$tmp/index" $$g ls-files --others --exclude-standard; } > "$$tmp/written" && \
 	while read -r f; do echo "replay wrote: $$f"; mkdir -p "$$(dirname "$$f")"; cp "$$tmp/copy/$$f" "$$f"; \
 	  git add "$$f"; done < "$$tmp/written"
 

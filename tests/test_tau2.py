@@ -87,3 +87,26 @@ def test_the_simulated_user_runs_on_the_real_model(tmp_path):
     assert not ep.error, ep.error
     assert [c.role for c in ep.calls][0] == "user" and ep.row()["user_calls"] >= 1
     assert len(ep.steps) == 1 and ep.transcript and ep.transcript[0]["content"].startswith("Hi!")
+
+
+def test_user_talk_counts_openings_echoes_and_identical_conversations():
+    """Chapter 06's reading of the simulated user (moved from the chapter into the library): a user that
+    opens the same way and then repeats the agent carries nothing of its task."""
+    from types import SimpleNamespace
+
+    from skillbook.envs.tau2 import user_talk
+
+    def ep(task, transcript):
+        return SimpleNamespace(task_id=f"tau2/retail/test/{task}", transcript=transcript)
+    echo = [{"role": "assistant", "content": "Hi! How can I help you today?"},
+            {"role": "user", "content": "I need help."},
+            {"role": "assistant", "content": "Could you give me your order id?"},
+            {"role": "user", "content": "could you give me your order id?"}]
+    asked = [{"role": "assistant", "content": "Hi! How can I help you today?"},
+             {"role": "user", "content": "I need help."},
+             {"role": "assistant", "content": "Which order?"},
+             {"role": "user", "content": "Order #W123, please cancel it."}]
+    talk = user_talk([("test/none", ep(0, echo)), ("test/full", ep(1, echo)), ("test/global", ep(0, asked))])
+    assert talk["episodes"] == 3 and talk["openings"] == {"I need help."}
+    assert (talk["later"], talk["echoes"]) == (3, 2)
+    assert talk["groups"] == [["test/none (test/0)", "test/full (test/1)"]]

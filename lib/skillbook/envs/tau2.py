@@ -22,6 +22,7 @@ import json
 import os
 import re
 import threading
+from difflib import SequenceMatcher
 
 from ..llm import LLMError, get_llm
 from ..llm.backends import backend_fingerprint
@@ -313,4 +314,35 @@ def _user_simulator(base, chat, instructions: str):
     return User(tools=None, instructions=instructions, llm="skillbook")
 
 
-__all__ = ["Tau2Bench", "DOMAINS", "DEV_EVERY", "FIRST_AGENT_MESSAGE"]
+def user_talk(episodes: list[tuple[str, object]]) -> dict:
+    """What the simulated user said across recorded episodes, given as (where, episode) pairs: its distinct
+    opening messages, how many of its later turns repeat the agent's message before them (similarity ≥ 0.9,
+    case ignored), and the groups of conversations on different tasks that are identical turn for turn
+    (each member named "where (task)"). A user that only echoes carries nothing of its task."""
+    def text(m: dict) -> str:
+        return (m.get("content") or "").strip()
+
+    openings: set[str] = set()
+    later = echoes = 0
+    same: dict[str, list[str]] = {}
+    for where, e in episodes:
+        transcript = e.transcript  # type: ignore[attr-defined]
+        first = True
+        for prev, m in zip([{}] + transcript, transcript):
+            if m["role"] != "user":
+                continue
+            if first:
+                openings.add(text(m))
+                first = False
+                continue
+            later += 1
+            echoes += (prev.get("role") == "assistant"
+                       and SequenceMatcher(None, text(prev).lower(), text(m).lower()).ratio() >= 0.9)
+        key = json.dumps([[m["role"], text(m), m.get("tool_calls")] for m in transcript], sort_keys=True,
+                         default=str)
+        same.setdefault(key, []).append(f"{where} ({e.task_id.split('/', 2)[2]})")  # type: ignore[attr-defined]
+    groups = [g for g in same.values() if len({s.split(" (")[1] for s in g}) > 1]
+    return {"episodes": len(episodes), "openings": openings, "later": later, "echoes": echoes, "groups": groups}
+
+
+__all__ = ["Tau2Bench", "DOMAINS", "DEV_EVERY", "FIRST_AGENT_MESSAGE", "user_talk"]
