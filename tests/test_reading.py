@@ -485,3 +485,14 @@ def test_no_chapter_defines_a_function():
         nb = nbformat.read(path, as_version=4)
         defs = [m for c in nb.cells if c.cell_type == "code" for m in re.findall(r"^def (\w+)", c.source, re.M)]
         assert not defs, f"{path.name} defines {defs}: move them into lib/"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_chapters_define_no_functions_or_classes(path):
+    """Chapters only call the library (nbdev's rule: the notebook explains, the library is tested); the
+    real case, chapter 06's untested reading of the simulated user, is now `envs.tau2.user_talk`."""
+    import re
+    nb = nbformat.read(path, as_version=4)
+    defs = [(i, m.group(0).strip()) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for m in re.finditer(r"^\s*(?:async\s+)?(?:def|class)\s+\w+", c.source, re.M)]
+    assert not defs, f"{path.name}: move these into lib/ (and test them there): {defs}"
