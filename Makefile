@@ -5,9 +5,10 @@
 #   make test                        install into .venv, run the tests
 #   make study / make study-status   start or resume the study of chapter 09 in the background / its progress
 #   make ceiling-calibrate [SETTINGS=coin-L3]   the second study's dev calibration (issue 36)
-#   make replay-staged CHAPTERS=11_ceiling   replay chapters from what is staged (git add), in a fresh copy
-#                                    with empty caches, and stage the executed notebooks: a study that is
-#                                    still writing records can be committed with the chapter that shows them
+#   make replay-staged CHAPTERS=11_ceiling,10_findings   replay chapters, in that order, from what is
+#                                    staged (git add), in a fresh copy with empty caches, and stage what they
+#                                    wrote: a study still writing records is committed with the chapters
+#                                    that show them (chapter 10 collects chapter 11's claims)
 #   make rerun CHAPTER=05_utility SET="n_buckets=4" [RUN=mine] [LIVE=1]
 #                                    re-execute one chapter with changed parameters into runs/$(RUN)/
 #   make html RUN=mine               the book with runs/mine/'s chapters in place of the profile's
@@ -133,9 +134,10 @@ replay-staged: install
 	@test -n "$(CHAPTERS)" || { echo "usage: make replay-staged CHAPTERS=11_ceiling"; exit 2; }
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	git checkout-index -a --prefix="$$tmp/copy/" && cp "$$(git rev-parse --git-path index)" "$$tmp/index" && \
-	(cd "$$tmp/copy" && SKILLBOOK_CACHE="$$tmp/cache/skillbook" XDG_CACHE_HOME="$$tmp/cache" \
-	  SKILLBOOK_REPLAY_ONLY=1 PYTHONPATH="$$tmp/copy/lib" $(CURDIR)/$(PY) -m skillbook.book execute \
-	  --profile $(PROFILE) --chapters $(CHAPTERS)) && \
+	(cd "$$tmp/copy" && for c in $$(echo $(CHAPTERS) | tr , ' '); do \
+	  SKILLBOOK_CACHE="$$tmp/cache/skillbook" XDG_CACHE_HOME="$$tmp/cache" SKILLBOOK_REPLAY_ONLY=1 \
+	  PYTHONPATH="$$tmp/copy/lib" $(CURDIR)/$(PY) -m skillbook.book execute --profile $(PROFILE) \
+	  --chapters $$c || exit 1; done) && \
 	g="git -C $$tmp/copy --git-dir=$$(git rev-parse --absolute-git-dir) --work-tree=$$tmp/copy" && \
 	{ GIT_INDEX_FILE="$$tmp/index" $$g diff --name-only; \
 	  GIT_INDEX_FILE="$$tmp/index" $$g ls-files --others --exclude-standard; } > "$$tmp/written" && \

@@ -233,3 +233,22 @@ def test_a_changed_parameter_shows_the_value_it_replaced_even_when_the_profile_d
     assert changed_text(changed_parameters({"n_buckets": 2}, {"n_buckets": 4}, {"n_buckets": 4}, defaults)) == \
         "[skillbook] changed: n_buckets 2 -> 4"
     assert changed_text({}) == "[skillbook] changed: nothing (the same parameters as the profile)"
+
+
+def test_the_findings_chapter_and_the_second_study_copy_their_studies_records(tmp_path):
+    """Chapter 10 collects chapter 11's claims (issue 36), which live with the second study's profile
+    (runs/ceiling/), as chapter 09's live with the first's; a rerun of chapter 11 copies what it reads there."""
+    from skillbook.book.rerun import copy_records
+    runs = tmp_path / "runs"
+    for folder, chapter in (("workshop", "04_transfer"), ("study", "09_study"), ("ceiling", "11_ceiling")):
+        (runs / folder / chapter).mkdir(parents=True)
+        (runs / folder / chapter / "claims.json").write_text("{}")
+    (runs / "ceiling" / "streams" / "none").mkdir(parents=True)
+    (runs / "ceiling" / "games.json").write_text("[]")
+    studies = {"09_study": runs / "study", "11_ceiling": runs / "ceiling"}
+    chapters = ["04_transfer", "09_study", "10_findings", "11_ceiling"]
+    copied, _ = copy_records("10_findings", {}, runs / "workshop", studies, runs / "mine", chapters)
+    assert sorted(copied) == ["04_transfer/claims.json", "09_study/claims.json", "11_ceiling/claims.json"]
+    copied, _ = copy_records("11_ceiling", {}, runs / "workshop", studies, runs / "mine11", chapters)
+    assert {"streams", "games.json", "11_ceiling"} <= set(copied)
+    assert (runs / "mine11" / "streams" / "none").is_dir()

@@ -44,8 +44,13 @@ def shared_records(chapter: str) -> list[str]:
 
 
 
-# chapter 09 keeps its records in runs/<study_profile>/ (the study runs for days, apart from the book)
-STUDY_RECORDS = {"09_study": ["streams", "calibration", "09_study"]}
+# The studies keep their records in runs/<their profile>/ (each runs for days, apart from the book): per
+# chapter, the parameter that names that profile, its default, and what the chapter reads there.
+STUDY_RECORDS = {
+    "09_study": ("study_profile", "study", ["streams", "calibration", "registration", "09_study"]),
+    "11_ceiling": ("ceiling_profile", "ceiling", ["streams", "calibration", "libraries", "registration",
+                                                  "games.json", "design.json", "sittings.jsonl", "11_ceiling"]),
+}
 FINDINGS = "10_findings"          # reads every chapter's claims.json
 NOT_COPIED = shutil.ignore_patterns(".responses.sqlite*", ".lock", "*.pid", "*.log", "*.ipynb")
 RESERVED = {"study", "bench", "ceiling"}   # folders under runs/ that are not a profile's but are committed
@@ -53,8 +58,8 @@ RESERVED = {"study", "bench", "ceiling"}   # folders under runs/ that are not a 
 
 def copied_text(chapter: str, source: str, study_profile: str, into: str, copied: list[str],
                 had: list[str] | None = None) -> str:
-    """What `rerun` says it copied: from the profile's folder and, for the study's chapter, the study's
-    (named once when the source profile is the study's own). `had`: what the target held already; when
+    """What `rerun` says it copied: from the profile's folder and, for a study's chapter, the study's
+    (`study_profile`, named once when the source profile is the study's own). `had`: what the target held already; when
     nothing was copied and the target held nothing either, the sources had no records to copy."""
     origins = [source] + ([study_profile] if chapter in STUDY_RECORDS and study_profile != source else [])
     named = " and ".join(f"runs/{o}/" for o in origins)
@@ -117,15 +122,16 @@ def _copy(src: Path, dst: Path) -> bool:
     return True
 
 
-def copy_records(chapter: str, params: dict, source: Path, study: Path, target: Path,
+def copy_records(chapter: str, params: dict, source: Path, studies: dict[str, Path], target: Path,
                  chapters: list[str]) -> tuple[list[str], list[str]]:
     """Copy what `chapter` reads into `target`; the names of what was copied now, and of what the target
-    held already."""
+    held already. `studies`: each study chapter's folder of records (`runs/<its study's profile>/`)."""
     pairs = [(source / f, target / f) for f in [chapter, *shared_records(chapter)]]
-    pairs += [(study / f, target / f) for f in STUDY_RECORDS.get(chapter, [])]
+    if chapter in STUDY_RECORDS:
+        pairs += [(studies[chapter] / f, target / f) for f in STUDY_RECORDS[chapter][2]]
     if chapter == FINDINGS:
         for c in chapters:
-            pairs += [(r / c / "claims.json", target / c / "claims.json") for r in (source, study)]
+            pairs += [(r / c / "claims.json", target / c / "claims.json") for r in (source, *studies.values())]
     had = [str(dst.relative_to(target)) for _, dst in pairs if dst.exists()]
     return [str(dst.relative_to(target)) for src, dst in pairs if _copy(src, dst)], had
 
@@ -212,14 +218,17 @@ def rerun(chapter: str, source: str = "workshop", into: str = "mine", sets: dict
     target = check_target(into, source, root)
     plan = execution_plan(source, [chapter], output_root=target, extra_params=sets, root=root)[0][2]
     base = execution_plan(source, [chapter], output_root=target, root=root)[0][2]
-    scoped = (params.get("chapters") or {}).get(chapter, {}) or {}
-    study_profile = {**params, **scoped}.get("study_profile", "study")
-    source_dir, study_dir = root / "runs" / source, root / "runs" / str(study_profile)
+    scoped = {**params, **((params.get("chapters") or {}).get(chapter, {}) or {}), **sets}
+    # each study's profile as this chapter's parameters name it (chapter 10 reads both studies' claims)
+    study_names = {c: str(scoped.get(name, default)) for c, (name, default, _) in STUDY_RECORDS.items()}
+    study_profile = study_names.get(chapter, study_names["09_study"])
+    source_dir = root / "runs" / source
+    studies = {c: root / "runs" / name for c, name in study_names.items()}
     changed = changed_parameters(base, plan, sets, notebook_defaults(root, chapter))
 
     target.mkdir(parents=True, exist_ok=True)
-    copied, had = copy_records(chapter, params, source_dir, study_dir, target, known)
-    cost = recorded_cost(chapter, [source_dir, study_dir])
+    copied, had = copy_records(chapter, params, source_dir, studies, target, known)
+    cost = recorded_cost(chapter, [source_dir, *studies.values()])
     say(f"[skillbook] rerun {chapter}: profile {source} (with its overrides for {chapter}) -> runs/{into}/")
     say(changed_text(changed))
     say(copied_text(chapter, source, str(study_profile), into, copied, had))
