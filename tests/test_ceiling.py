@@ -218,3 +218,43 @@ def test_side_by_side_shows_both_libraries_for_the_same_first_subtask(fake_env, 
     assert len(t) == 2 and (t["subtask"] == "finish the task").all()
     assert t["oracle retrieved"].str.contains("finish a fake task").all()
     assert t["self retrieved"].str.len().gt(0).all() and list(t["position"]) == sorted(t["position"])
+
+
+def test_the_closing_paragraph_says_what_the_claims_table_says_and_no_verdict_before_n():
+    """Chapter 11's closing section is written from its tables: before the registered size it states
+    measurements only (no verdict, no comparison with the papers); at it, each claim's verdict as the
+    table gives it, the MDE beside every "not resolved", and each primary interval against the papers'."""
+    import pandas as pd
+
+    from skillbook.analysis import claims_table
+    from skillbook.analysis.claims import measured_text
+    from skillbook.papers.breakdown.ceiling import REPORTED, ceiling_claims, closing_paragraph, stream_effects
+    rows = []
+    for i in range(40):
+        g, stream = f"twx/coin/test/{i}", f"self-{1 + i % 2}"
+        rows += [{"task_id": g, "condition": "none", "stream": "none", "success": i % 2 == 0},
+                 {"task_id": g, "condition": "oracle", "stream": "oracle", "success": i % 8 != 7},
+                 {"task_id": g, "condition": "self", "stream": stream, "success": i % 2 == 0 or i == 1},
+                 {"task_id": g, "condition": "placebo", "stream": stream.replace("self", "placebo"),
+                  "success": i % 2 == 0}]
+    df = pd.DataFrame(rows)
+    table = claims_table(ceiling_claims(df))
+    d = design(games=40)
+    interim = closing_paragraph(table, design(games=400), 40, final=False)
+    assert interim.startswith("**Interim: 40 of 400 games.**")
+    for word in ("supported", "contradicted", "not resolved", "SkillsBench", "excludes", "includes"):
+        assert word not in interim
+    final = closing_paragraph(table, d, 40, final=True, effects=stream_effects(df), model="`m`")
+    row = table.set_index("claim")
+    for claim, r in row.iterrows():
+        assert f"*{claim}* ({r.role}): {measured_text(r.estimate, r.ci_low, r.ci_high)} over 40 games" in final
+        assert f"**{r.verdict}**" in final
+    assert row.loc["oracle − none", "verdict"] == "supported"        # 15 of 40 only oracle, 0 only none
+    nr = row[row.verdict.str.startswith("not resolved")]
+    assert len(nr) and all(f"±{r.mde:.2f}" in final for _, r in nr.iterrows())
+    assert "on 1 TextWorldExpress game (count)" in final
+    lo, hi = row.loc["oracle − none", ["ci_low", "ci_high"]]
+    assert ("includes" if lo <= REPORTED["oracle − none"][1] <= hi else "excludes") in \
+        final.split("*oracle − none*")[1].split("\n")[0]
+    assert "self-1" in final and "cannot fall below 0.50" in final
+    assert closing_paragraph(table.iloc[0:0], d, 0, final=False).startswith("*No contrast")

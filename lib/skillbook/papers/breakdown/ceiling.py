@@ -39,6 +39,7 @@ import pandas as pd
 
 from ...agent import AgentConfig
 from ...analysis import Claim, paired_difference
+from ...analysis.claims import format_number, format_p, measured_text
 from ...analysis.stats import exact_mcnemar_p, sign_flip_test
 from ...envs import units
 from ...io import write_json_if_changed
@@ -360,6 +361,64 @@ def stream_effects(df: pd.DataFrame, a: str = "none", b: str = "self") -> pd.Dat
                      "ci_low": t["ci_low"], "ci_high": t["ci_high"], "p": t["p"],
                      "test": "exact sign-flip over streams"})
     return pd.DataFrame(rows, columns=["stream", "games", "estimate", "ci_low", "ci_high", "p", "test"])
+
+
+# What the papers reported for each contrast, as a difference in success (the comparison the chapter makes
+# with its own interval; other models, agents and benchmarks than this run's).
+REPORTED = {"oracle − none": ("SkillsBench's curated skills over no skills", 0.162),
+            "self − none": ("the first paper's subtask-level text skills over none", 0.019),
+            "self − oracle": ("SkillsBench's self-generated skills (≈ 0) against curated ones (+16.2 pp)", -0.162)}
+
+
+def closing_paragraph(table: pd.DataFrame, design: CeilingDesign, games: int, final: bool,
+                      effects: pd.DataFrame | None = None, health: pd.DataFrame | None = None,
+                      model: str = "the profile's model") -> str:
+    """Chapter 11's closing section, written from its claims table (`table`: `claims_table` of
+    `ceiling_claims`, over `games` games every condition played), the per-stream effects of *self*
+    (`stream_effects`) and the library health (`library_health`). Before the registered size (`final`
+    false) it states measurements only, never a verdict or a comparison; at it, each claim's verdict as
+    the table gives it, the minimum detectable effect beside every "not resolved", and each primary
+    contrast's interval against what the papers reported. No sentence says more than those tables."""
+    if not len(table):
+        return "*No contrast can be computed yet: no game has been played under every condition.*"
+    rows = table.set_index("claim")
+    if not final:
+        said = "; ".join(f"*{c}* {measured_text(r.estimate, r.ci_low, r.ci_high)}" for c, r in rows.iterrows())
+        return (f"**Interim: {games} of {design.games} games.** No verdict and no comparison is read before "
+                f"every stream reaches its registered size. Measured so far, paired over those games: {said}.")
+    lines = [f"**What was found** ({games} distinct games of {', '.join(design.mix)}, every condition on "
+             f"each; {model}).", ""]
+    for c, r in rows.iterrows():
+        p = f"p {format_p(r.p)}" if r.role == "primary" else f"p {format_p(r.p_holm)} (Holm)"
+        line = (f"* *{c}* ({r.role}): {measured_text(r.estimate, r.ci_low, r.ci_high)} over {int(r.n)} games, "
+                f"{r.test} {p} → **{r.verdict}**")
+        if str(r.verdict).startswith("not resolved") and "MDE" not in str(r.verdict):
+            line += f"; the smallest difference this run could detect was ±{format_number(r.mde, False)}"
+        if c in REPORTED:
+            what, value = REPORTED[c]
+            inside = r.ci_low <= value <= r.ci_high
+            line += (f". {what[0].upper()}{what[1:]}: {format_number(value)}; this run's interval "
+                     f"{'includes' if inside else 'excludes'} it")
+        lines.append(line + ".")
+    if effects is not None and len(effects):
+        per = effects[~effects.stream.str.startswith("over")]
+        over = effects[effects.stream.str.startswith("over")]
+        text = ", ".join(f"{s.stream} {format_number(s.estimate)} ({int(s.games)} games)" for s in per.itertuples())
+        lines.append(f"* *self − none by stream*: {text}" + (
+            f"; over the {len(per)} streams as units, exact sign-flip p {format_p(over.p.iloc[0])} (with "
+            f"{len(per)} streams it cannot fall below {2 / 2 ** len(per):.2f}: it qualifies the verdict above, "
+            "never makes one)." if len(over) else "."))
+    if health is not None and len(health):
+        own = health[health.index.str.startswith("self")]
+        if len(own):
+            lines.append(f"* *Library health* (self): final libraries of "
+                         f"{', '.join(str(int(n)) for n in own.skills)} skills (k = {design.k}); retrieval "
+                         f"chose a strict subset in {own['strict subset'].mean():.0%} of queries on average.")
+    where = f"{len(design.mix)} TextWorldExpress game{'s' if len(design.mix) > 1 else ''} ({', '.join(design.mix)})"
+    lines += ["", f"These verdicts are about one model ({model}) on {where}, at the subtask level with prompt "
+              f"{design.prompts}; the papers' numbers come from other models, agents and benchmarks, so an "
+              "interval that excludes one says this agent here differs from it, not that the paper is wrong."]
+    return "\n".join(lines)
 
 
 # -- calibration (DEV games) and the command line -------------------------------------------------------------
