@@ -88,9 +88,9 @@ __all__ = ["num", "interval", "p_text", "claim_sentence", "claim_list", "tally"]
 
 # Small helpers the chapters' sentences share (they were defined in the chapters: `count` in 01 and
 # `plural` in 06 were the same function).
-def count(k: int, what: str = "task") -> str:
-    """"1 task", "3 tasks"."""
-    return f"{k} {what}" + ("" if k == 1 else "s")
+def count(k: int, what: str = "task", plural: str | None = None) -> str:
+    """"1 task", "3 tasks"; `plural` where adding an s is wrong ("trajectories")."""
+    return f"{k} {what}" if k == 1 else f"{k} {plural or what + 's'}"
 
 
 def includes_zero(row) -> bool:

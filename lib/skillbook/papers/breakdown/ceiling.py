@@ -40,6 +40,7 @@ import pandas as pd
 from ...agent import AgentConfig
 from ...analysis import Claim, paired_difference
 from ...analysis.claims import format_number, format_p, measured_text
+from ...analysis.report import count
 from ...analysis.stats import exact_mcnemar_p, sign_flip_test
 from ...envs import units
 from ...io import write_json_if_changed
@@ -557,8 +558,9 @@ def gold_library_summary(root: str | Path, name: str = "oracle") -> str:
     if not path.exists():
         return f"No {name} library has been built for this setting yet."   # no machine's path on a page
     saved = json.loads(path.read_text())
-    return (f"The {name} library: {len(saved['library']['skills'])} skills induced from "
-            f"{len(saved['made_from']['tasks'])} TRAIN gold trajectories in {len(saved['calls'])} model calls.")
+    return (f"The {name} library: {count(len(saved['library']['skills']), 'skill')} induced from "
+            f"{count(len(saved['made_from']['tasks']), 'TRAIN gold trajectory', 'TRAIN gold trajectories')} "
+            f"in {count(len(saved['calls']), 'model call')}.")
 
 
 def by_game(df: pd.DataFrame) -> pd.DataFrame:
