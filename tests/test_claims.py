@@ -86,6 +86,9 @@ def test_render_claims_formats_for_the_page():
     assert r["p"].tolist() == ["0.20", "0.004"] and r["p (Holm)"].tolist() == ["—", "0.004"]
     assert r["MDE"].tolist() == ["±0.31", "±8.00"] and r.n.tolist() == ["20", "30 (10 clusters)"]
     assert render_claims(claims_table(claims)).equals(r)
+    assert "note" not in r             # no row has one: the page keeps the width for the others
+    noted = render_claims(claims + [Claim("x", "—", +1, False, _r(0.1, 0.5, n=1), note="one task")])
+    assert noted["note"].tolist() == ["", "", "one task"]
 
 
 def test_an_undetectable_effect_names_n_as_an_integer():

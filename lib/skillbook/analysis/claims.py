@@ -229,9 +229,9 @@ def units_text(row) -> str:
 
 def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.DataFrame:
     """The claims table as strings for a notebook: claim, role, paper, n, 'measured [95% CI]' such as
-    "+0.12 [−0.03, +0.27]", p, p (Holm), MDE, verdict, note — and kind, when the table holds a check of the
-    book's tools (so the page says which rows are not claims of a paper). Accepts a `claims_table` frame or
-    the claims."""
+    "+0.12 [−0.03, +0.27]", p, p (Holm), MDE, verdict, note (left out when every row's is empty) — and
+    kind, when the table holds a check of the book's tools (so the page says which rows are not claims of a
+    paper). Accepts a `claims_table` frame or the claims."""
     if not isinstance(table, pd.DataFrame):
         table = claims_table(table, alpha=alpha)
     kinds = table["kind"] if "kind" in table else pd.Series("paper", index=table.index)
@@ -247,4 +247,6 @@ def render_claims(table: pd.DataFrame | list[Claim], alpha: float = 0.05) -> pd.
                                       "verdict", "note"])
     if (kinds == "check").any():
         out.insert(2, "kind", kinds.fillna("paper").to_numpy())
+    if not out["note"].astype(bool).any():
+        out = out.drop(columns="note")    # an empty column costs the others their width on the page
     return out
