@@ -97,7 +97,8 @@ def findings_frame(claims: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"paper": [paper_titles().get(k, k) for k in claims["key"]], "chapter": claims["chapter"],
                          "claim": shown["claim"], "paper reports": shown["paper"],
                          "this book [95% CI]": shown["measured [95% CI]"], "verdict": verdict, "p": p,
-                         "n": shown["n"], "test": test, "role": shown["role"], "note": shown["note"]})
+                         "n": shown["n"], "test": test, "role": shown["role"],
+                         "note": shown["note"] if "note" in shown else ""})   # the page leaves out an empty one
 
 
 def findings_html(claims: pd.DataFrame, titles: dict[str, str] | None = None, kind: str | None = None) -> str:
