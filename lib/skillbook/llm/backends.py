@@ -123,13 +123,18 @@ def parse_backend(backend: str) -> BackendSpec:
     return BACKEND_KINDS[kind].parse(rest.strip(), backend)
 
 
+def _check_adapter(adapter: str, backend: str) -> None:
+    """A LoRA adapter named in a backend string: 'lora-' and 16 hex digits (or none)."""
+    if adapter and not ADAPTER.fullmatch(adapter):
+        raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
+                           f"digits; {usage()}")
+
+
 def parse_embedded(rest: str, backend: str) -> BackendSpec:
     model, _, adapter = rest.partition("+")
     if model not in EMBEDDED_MODELS:
         raise BackendError(f"unknown embedded model {model!r}; {usage()}")
-    if adapter and not ADAPTER.fullmatch(adapter):
-        raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
-                           f"digits; {usage()}")
+    _check_adapter(adapter, backend)
     return BackendSpec("embedded", model, adapter=adapter)
 
 
@@ -138,9 +143,7 @@ def parse_vllm(rest: str, backend: str) -> BackendSpec:
     model, adapter = (model, "lora-" + adapter) if sep else (rest, "")
     if not model:
         raise BackendError(f"vllm backend needs a model id, e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct'; {usage()}")
-    if adapter and not ADAPTER.fullmatch(adapter):
-        raise BackendError(f"malformed adapter {adapter!r} in {backend!r}: expected 'lora-' and 16 hex "
-                           f"digits; {usage()}")
+    _check_adapter(adapter, backend)
     return BackendSpec("vllm", model, adapter=adapter)
 
 
