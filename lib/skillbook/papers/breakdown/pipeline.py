@@ -154,8 +154,6 @@ class TransferSettings:
         parse_conditions(self.conditions)
         if self.prompt_level not in PROMPT_LEVELS:
             raise ValueError(f"unknown prompt_level {self.prompt_level!r}; valid: {', '.join(PROMPT_LEVELS)}")
-        if any(c.endswith("-skills") for c in self.conditions) and not self.skills_folder:
-            raise ValueError("the -skills conditions need `skills_folder`: a folder of Agent Skills (SKILL.md)")
         return self
 
     def record(self) -> dict:
