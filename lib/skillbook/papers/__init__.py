@@ -44,12 +44,13 @@ def _resolve(ref: str, missing: str):
     return getattr(importlib.import_module(module), name)
 
 
-def check_agent(agent, level: str, paper: str) -> AgentConfig:
-    """`agent` as a pipeline's settings must hold it: an AgentConfig at the level the paper's agent runs at."""
+def check_agent(agent, level: str | None, paper: str) -> AgentConfig:
+    """`agent` as a pipeline's settings must hold it: an AgentConfig at the level the paper's agent runs at
+    (`level` None: any, where each condition sets its own)."""
     if not isinstance(agent, AgentConfig):
         raise TypeError(f"{paper}: `agent` must be an AgentConfig (skillbook.agent.AgentConfig(max_steps=…)), "
                         f"got {type(agent).__name__}")
-    if agent.level != level:
+    if level is not None and agent.level != level:
         raise ValueError(f"{paper} runs the {level}-level agent; got AgentConfig(level={agent.level!r})")
     return agent.validate()
 

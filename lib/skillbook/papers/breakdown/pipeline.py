@@ -41,6 +41,7 @@ from ...run import (
 )
 from ...skills.agentskills import import_skills
 from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
+from .. import check_agent
 from .hygiene import identities
 from .induction import PROMPT_LEVELS
 from .memory import InducedMemory, label_from_episodes, outcome_of, source_outcome
@@ -147,10 +148,7 @@ class TransferSettings:
     skills_folder: str = ""       # the Agent Skills of the task-/subtask-skills conditions
 
     def validate(self) -> TransferSettings:
-        if not isinstance(self.agent, AgentConfig):
-            raise TypeError(f"agent must be an AgentConfig, got {type(self.agent).__name__}: "
-                            "AgentConfig(max_steps=..., ...) from skillbook.agent")
-        self.agent.validate()
+        check_agent(self.agent, None, "the transfer run")     # each condition sets the level
         parse_conditions(self.conditions)
         if self.prompt_level not in PROMPT_LEVELS:
             raise ValueError(f"unknown prompt_level {self.prompt_level!r}; valid: {', '.join(PROMPT_LEVELS)}")
