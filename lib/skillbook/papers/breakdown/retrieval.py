@@ -17,7 +17,7 @@ import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 
-from ...skills.embeddings import get_embedder
+from ...skills.embeddings import cosines, get_embedder
 from ...skills.library import THRESHOLD, TOP_K, SkillLibrary
 from .hygiene import description_at
 
@@ -42,7 +42,7 @@ def retrieval_events(episodes: dict[str, list], libraries: dict[str, SkillLibrar
                                  "same_type": None, "missing": False})
                 for rank, sid in enumerate(sub.retrieved, 1):
                     s = lib.skills.get(sid)
-                    sim = float(emb.embed(description_at(s, e.position)) @ q) if s else np.nan
+                    sim = float(cosines(emb.embed(description_at(s, e.position)), q)) if s else np.nan
                     src = (s.provenance.get("source_task", "") if s else "")
                     rows.append({**base, "rank": rank, "skill_id": sid, "similarity": sim,
                                  "same_type": ("/".join(src.split("/")[:2]) == "/".join(e.task_id.split("/")[:2]))
@@ -57,7 +57,7 @@ def threshold_sweep(library: SkillLibrary, queries: list[str], thresholds=(0.1, 
     if len(library) == 0 or not queries:
         return pd.DataFrame(columns=["threshold", "k", "mean_retrieved"])
     m, _ = library.matrix()
-    sims = get_embedder().embed(list(queries)) @ m.T            # (queries, skills)
+    sims = cosines(get_embedder().embed(list(queries)), m)      # (queries, skills)
     sims = -np.sort(-sims, axis=1)
     rows = []
     for t in thresholds:

@@ -28,7 +28,7 @@ import pandas as pd
 from scipy.stats import permutation_test, spearmanr
 
 from ...analysis.stats import bootstrap_difference, cluster_slope, spearman_ci, wilson_interval
-from ...skills.embeddings import DIM, get_embedder
+from ...skills.embeddings import DIM, cosines, get_embedder
 
 TAU = 0.1
 
@@ -109,11 +109,11 @@ def utility(skill_task_sims, task_task_sims, tau: float = TAU):
 
 # -- from libraries and records --------------------------------------------------------------------
 def similarity_matrices(skill_texts: list[str], task_texts: list[str], embedder=None) -> tuple[np.ndarray, np.ndarray]:
-    """(skills × tasks, tasks × tasks) cosines of the embedded texts."""
+    """(skills × tasks, tasks × tasks) cosines of the embedded texts (`cosines`: the same on every CPU)."""
     emb = embedder or get_embedder()
     tasks = emb.embed(list(task_texts))
     skills = emb.embed(list(skill_texts)) if skill_texts else np.zeros((0, tasks.shape[1]), np.float32)
-    return skills @ tasks.T, tasks @ tasks.T
+    return cosines(skills, tasks), cosines(tasks, tasks)
 
 
 def score_library(library, task_texts: list[str], tau: float = TAU, embedder=None) -> pd.DataFrame:
@@ -139,14 +139,14 @@ def pair_counts(task_vectors, thresholds, block: int = 512) -> np.ndarray:
     between the sorted thresholds. Memory O(block · N) — about 150 MB at N = 24,000 with block = 512, where
     the N(N−1) sorted pair cosines of `specificity` would take 4.6 GB and the float64 matrix as much again.
     """
-    v = np.ascontiguousarray(task_vectors, dtype=np.float32)
+    v = np.ascontiguousarray(task_vectors, dtype=np.float64)
     n = v.shape[0]
-    th = np.atleast_1d(np.asarray(thresholds, dtype=np.float32))
+    th = np.atleast_1d(np.asarray(thresholds, dtype=np.float64))
     edges, where = np.unique(th, return_inverse=True)
     hist = np.zeros(edges.size + 1, dtype=np.int64)
     for a in range(0, n, block):
         b = min(n, a + block)
-        s = v[a:b] @ v[a:].T                              # rows a..b-1 against tasks a..n-1
+        s = cosines(v[a:b], v[a:])                        # rows a..b-1 against tasks a..n-1
         s[:, : b - a][np.tril(np.ones((b - a, b - a), dtype=bool))] = np.inf   # k ≤ i: not counted
         # bin j holds the cosines x with edges[j-1] < x ≤ edges[j]; +inf falls past the last edge
         hist += np.bincount(np.searchsorted(edges, s.ravel(), side="left"), minlength=edges.size + 1)
@@ -160,15 +160,16 @@ def specificity_vectors(best, task_vectors, n_pairs: int | None = None, seed: in
     estimate on `n_pairs` random ordered pairs — the same draws as `specificity_sampled`, so for a seed
     both give the same estimate.
     """
-    v = np.asarray(task_vectors, dtype=np.float32)
+    v = np.asarray(task_vectors, dtype=np.float64)
     n = v.shape[0]
     if v.ndim != 2 or n < 2:
         raise ValueError(f"task_vectors must be N × d with N ≥ 2 (specificity compares task pairs), got {v.shape}")
-    best = np.atleast_1d(np.asarray(best, dtype=np.float32))
+    best = np.atleast_1d(np.asarray(best, dtype=np.float64))
     if n_pairs is None:
         return pair_counts(v, best, block) / (n * (n - 1))
     i, k = _random_pairs(n, n_pairs, seed)
-    return _share_at_or_below(np.einsum("ij,ij->i", v[i], v[k]), best)
+    # row by row, rounded like `cosines`, so an estimate compares like with like
+    return _share_at_or_below(np.round(np.einsum("ij,ij->i", v[i], v[k]), 6), best)
 
 
 def embed_many(texts: list[str], embedder=None, chunk: int = 2_000) -> np.ndarray:
@@ -186,11 +187,11 @@ def score_vectors(skill_vectors, task_vectors, tau: float = TAU, n_pairs: int | 
     pairs. `exact_s` and `sampled_s` (in `attrs`) are the seconds each specificity took."""
     s = np.asarray(skill_vectors, dtype=np.float32)
     t = np.asarray(task_vectors, dtype=np.float32)
-    best, abst = np.empty(len(s), np.float32), np.empty(len(s))
+    best, abst = np.empty(len(s)), np.empty(len(s))
     for a in range(0, len(s), 256):
-        c = s[a:a + 256] @ t.T
+        c = cosines(s[a:a + 256], t)
         best[a:a + 256] = c.max(axis=1)
-        abst[a:a + 256] = np.atleast_1d(abstractness(c.astype(np.float64), tau))
+        abst[a:a + 256] = np.atleast_1d(abstractness(c, tau))
     t0 = time.perf_counter()
     spec = specificity_vectors(best, t, None, block=block) if len(s) else np.zeros(0)
     out = pd.DataFrame({"specificity": spec, "abstractness": abst, "utility": spec * abst})
