@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from skillbook.papers.breakdown.retrieval import threshold_sweep
-from skillbook.papers.breakdown.utility import (score_library, score_vectors, similarity_matrices,
-                                                specificity_vectors)
+from skillbook.papers.breakdown.utility import score_library, score_vectors, similarity_matrices, specificity_vectors
 from skillbook.skills.embeddings import DIM, cosines, read_vectors
 
 ROOT = Path(__file__).resolve().parents[1]
