@@ -3,9 +3,10 @@ claims record and chapter 03's violin plot).
 
 The stored vectors of a chapter are the same bytes everywhere; their float32 products are not. BLAS sums
 the 384 terms of a dot product in an order chosen by the CPU's kernel (and, within one matrix, by where the
-row falls in it), so the same skill in a 3-skill and a 14-skill library got abstractness 0.41633498 on one
-machine and 0.41633502 on another. Ties between identical skills broke differently, and chapter 05's
-Spearman ρ of utility with reuse moved from +0.24 to +0.25, its permutation p from 0.49 to 0.60.
+row falls in it), so one skill description scored in chapter 05's libraries of 3 and of 5 skills got
+abstractness 0.41633498 and 0.41633502 on one machine, and which ties between identical skills broke
+depended on the CPU: on another machine chapter 05's Spearman ρ of utility with reuse moved from +0.24 to
++0.25, its permutation p from 0.49 to 0.60.
 
 The real case is rebuilt here from chapter 05's stored vectors: another summation order is simulated by
 permuting the 384 dimensions (the same cosine in exact arithmetic, other float sums), another matrix shape
@@ -76,11 +77,13 @@ def test_a_skills_scores_are_the_same_whatever_the_summation_order_and_library_s
     perm = np.random.default_rng(1).permutation(DIM)
     other_cpu = score_library(library(skills), tasks, embedder=Embedder(real, perm))
     assert base.equals(other_cpu)
-    # the same skill in a library of 3 and one of 16 (task-text t0001 and subtask-text t0021 in the real case)
+    # the same skill in a library of 3 and one of 16 (task-text t0001, 3 skills, and task-code c0001, 5, really)
     small = score_library(library(skills[:3]), tasks, embedder=Embedder(real))
     assert small.equals(base.iloc[:3])
     s, t = similarity_matrices(skills, tasks, Embedder(real))
-    assert np.array_equal(s, cosines(np.stack([real[k] for k in skills]), np.stack([real[k] for k in tasks])))
+    task_m = np.stack([real[k] for k in tasks])
+    assert np.array_equal(s, cosines(np.stack([real[k] for k in skills]), task_m))
+    assert np.array_equal(t, cosines(task_m, task_m))
 
 
 def test_catalogue_scores_are_the_same_whatever_the_summation_order(real):

@@ -41,18 +41,23 @@ def _key(text: str) -> str:
     return hashlib.sha256(f"{MODEL_NAME}\0{PURE}\0{text}".encode()).hexdigest()
 
 
+# Decimals a cosine is rounded to in analyses: above float32's own precision of a cosine (~1e-7), far below
+# the float64 sums' disagreement between CPUs (~1e-16).
+COSINE_DECIMALS = 6
+
+
 def cosines(a, b) -> np.ndarray:
     """a · bᵀ of unit vectors (rows, or single vectors), the same on every CPU: in float64, rounded to 6 decimals.
 
     The vectors of a record are the same bytes everywhere, but their float32 products are not: BLAS sums a
     dot product's 384 terms in an order its kernel picks by CPU and by where a row falls in the matrix, so
     identical skills got cosines 1e-7 apart and ties between them broke differently from one machine to the
-    next (issue 36, stop 51). Summed in float64 the products differ by ~1e-16, and 6 decimals (above float32's
-    own precision of a cosine, ~1e-7) rounds those away. For analyses; the agent's retrieval keeps its
+    next (issue 36, stop 51). Summed in float64 the products differ by ~1e-16, and `COSINE_DECIMALS` rounds
+    those away. For analyses; the agent's retrieval keeps its
     float32 scores, which the recorded episodes were run with.
     """
     a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return np.round(a64 @ b64.T, 6)
+    return np.round(a64 @ b64.T, COSINE_DECIMALS)
 
 
 # A record: gzip (no name, no time, so the bytes depend on the vectors only) of rows sorted by key, each the

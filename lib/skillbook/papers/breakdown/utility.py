@@ -28,7 +28,7 @@ import pandas as pd
 from scipy.stats import permutation_test, spearmanr
 
 from ...analysis.stats import bootstrap_difference, cluster_slope, spearman_ci, wilson_interval
-from ...skills.embeddings import DIM, cosines, get_embedder
+from ...skills.embeddings import COSINE_DECIMALS, DIM, cosines, get_embedder
 
 TAU = 0.1
 
@@ -136,8 +136,9 @@ def pair_counts(task_vectors, thresholds, block: int = 512) -> np.ndarray:
 
     The N × N matrix is never held: `block` rows at a time are compared with the tasks after them (the
     upper triangle; a cosine is symmetric, so each unordered pair counts twice) and their cosines binned
-    between the sorted thresholds. Memory O(block · N) — about 150 MB at N = 24,000 with block = 512, where
-    the N(N−1) sorted pair cosines of `specificity` would take 4.6 GB and the float64 matrix as much again.
+    between the sorted thresholds. Memory O(block · N) — about 300 MB at N = 24,000 with block = 512 (a
+    block's float64 cosines, their rounded copy and their bin indices), where the N(N−1) sorted pair cosines
+    of `specificity` would take 4.6 GB.
     """
     v = np.ascontiguousarray(task_vectors, dtype=np.float64)
     n = v.shape[0]
@@ -169,7 +170,7 @@ def specificity_vectors(best, task_vectors, n_pairs: int | None = None, seed: in
         return pair_counts(v, best, block) / (n * (n - 1))
     i, k = _random_pairs(n, n_pairs, seed)
     # row by row, rounded like `cosines`, so an estimate compares like with like
-    return _share_at_or_below(np.round(np.einsum("ij,ij->i", v[i], v[k]), 6), best)
+    return _share_at_or_below(np.round(np.einsum("ij,ij->i", v[i], v[k]), COSINE_DECIMALS), best)
 
 
 def embed_many(texts: list[str], embedder=None, chunk: int = 2_000) -> np.ndarray:
@@ -185,8 +186,8 @@ def score_vectors(skill_vectors, task_vectors, tau: float = TAU, n_pairs: int | 
     """specificity (exact), abstractness and utility of skills (rows of unit vectors) against N tasks, in
     memory O((block + 256) · N) whatever N; with `n_pairs` also `specificity_sampled` on that many random
     pairs. `exact_s` and `sampled_s` (in `attrs`) are the seconds each specificity took."""
-    s = np.asarray(skill_vectors, dtype=np.float32)
-    t = np.asarray(task_vectors, dtype=np.float32)
+    s = np.asarray(skill_vectors, dtype=np.float64)
+    t = np.asarray(task_vectors, dtype=np.float64)       # once, not per block of skills (`cosines` is float64)
     best, abst = np.empty(len(s)), np.empty(len(s))
     for a in range(0, len(s), 256):
         c = cosines(s[a:a + 256], t)
