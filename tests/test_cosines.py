@@ -77,7 +77,7 @@ def test_a_skills_scores_are_the_same_whatever_the_summation_order_and_library_s
     perm = np.random.default_rng(1).permutation(DIM)
     other_cpu = score_library(library(skills), tasks, embedder=Embedder(real, perm))
     assert base.equals(other_cpu)
-    # the same skill in a library of 3 and one of 16 (task-text t0001, 3 skills, and task-code c0001, 5, really)
+    # the same skill scored in a library of 3 and in one of 16 (the real case: libraries of 3 and 5 skills)
     small = score_library(library(skills[:3]), tasks, embedder=Embedder(real))
     assert small.equals(base.iloc[:3])
     s, t = similarity_matrices(skills, tasks, Embedder(real))

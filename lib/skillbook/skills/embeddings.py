@@ -53,8 +53,8 @@ def cosines(a, b) -> np.ndarray:
     dot product's 384 terms in an order its kernel picks by CPU and by where a row falls in the matrix, so
     identical skills got cosines 1e-7 apart and ties between them broke differently from one machine to the
     next (issue 36, stop 51). Summed in float64 the products differ by ~1e-16, and `COSINE_DECIMALS` rounds
-    those away. For analyses; the agent's retrieval keeps its
-    float32 scores, which the recorded episodes were run with.
+    those away. For analyses; the agent's retrieval keeps its float32 scores, which the recorded episodes
+    were run with.
     """
     a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return np.round(a64 @ b64.T, COSINE_DECIMALS)
