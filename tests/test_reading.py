@@ -156,6 +156,17 @@ def test_an_interim_claims_record_holds_no_verdict(tmp_path):
     assert shown.verdict.tolist() == [INTERIM]                            # and the page says so too
 
 
+def test_a_claims_record_never_rounds_a_small_p_to_zero(tmp_path):
+    # Real case: chapter 11's claims.json at 206 games stored "p": 0.0 for oracle − none (p < 1e-6): six
+    # decimals rounded a measured p to an impossible value; the page said "<0.001", the record said 0.
+    lab = Lab.__new__(Lab)
+    lab.root, lab.chapter = tmp_path, "11_ceiling"
+    lab.claims([claim("oracle − none", True, [0] * 40, [1] * 40)], interim=True)
+    row, = json.loads((tmp_path / "11_ceiling" / "claims.json").read_text())["claims"]
+    assert 0 < row["p"] < 1e-6 and row["p"] == float(f"{2 * 0.5 ** 40:.3g}")     # 3 significant digits
+    assert row["estimate"] == -1.0 and row["n"] == 40                          # the rest as before
+
+
 def test_the_closing_table_of_a_chapter_is_one_line_that_unfolds():
     t = FoldedTable({"value": [1, 2]}).fold("fake:model: 3 model calls, 3 answered from the response cache")
     html = t._repr_html_()
