@@ -165,6 +165,10 @@ def test_a_claims_record_never_rounds_a_small_p_to_zero(tmp_path):
     row, = json.loads((tmp_path / "11_ceiling" / "claims.json").read_text())["claims"]
     assert 0 < row["p"] < 1e-6 and row["p"] == float(f"{2 * 0.5 ** 40:.3g}")     # 3 significant digits
     assert row["estimate"] == -1.0 and row["n"] == 40                          # the rest as before
+    noise = claims_table([claim("a − a", True, [1, 0] * 9, [1, 0] * 9)]).assign(estimate=-3e-9)
+    lab.claims(noise)                                          # an estimate of 0 up to float noise stays 0
+    row, = json.loads((tmp_path / "11_ceiling" / "claims.json").read_text())["claims"]
+    assert row["estimate"] == 0 and row["p"] == 1.0
 
 
 def test_the_closing_table_of_a_chapter_is_one_line_that_unfolds():

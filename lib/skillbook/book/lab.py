@@ -190,12 +190,13 @@ class Lab:
             table = table.assign(verdict=INTERIM)
         rows = json.loads(table.to_json(orient="records", double_precision=6))   # NaN -> null
         for row, exact in zip(rows, table.to_dict(orient="records")):
-            for name, value in row.items():
+            for name in ("p", "p_holm"):
                 # Six decimals keep records stable across machines' last bits, but would store a measured
-                # p < 5e-7 as an impossible 0: a value they round to zero keeps 3 significant digits.
-                if value == 0 and isinstance(exact.get(name), float) and np.isfinite(exact[name]) \
-                        and exact[name] != 0:
-                    row[name] = float(f"{exact[name]:.3g}")
+                # p < 5e-7 as an impossible 0: such a p keeps 3 significant digits. Only p: an estimate
+                # of 0 up to float noise stays 0.
+                value = exact.get(name)
+                if row.get(name) == 0 and isinstance(value, float) and np.isfinite(value) and value != 0:
+                    row[name] = float(f"{value:.3g}")
         record = {"chapter": self.chapter, "interim": bool(interim), "anchor": claims_anchor(self.chapter),
                   "claims": rows}
         path = self.root / self.chapter / "claims.json"
