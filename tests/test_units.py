@@ -74,6 +74,22 @@ def test_five_units_can_never_reject():
     assert r["p"] == pytest.approx(2 / 32) and r["p"] > 0.05
 
 
+def test_too_few_units_give_an_unbounded_interval_not_the_range_of_their_means():
+    # chapter 11's three self streams (self − none totals over 136 games each): with 3 units the smallest
+    # attainable p is 0.25, so no θ is rejected at 0.05 and the 95% interval is the whole line. It was
+    # reported as the range of the per-stream means, [−0.287, −0.213], read as a 95% interval.
+    totals, sizes = [-39.0, -36.0, -29.0], [136.0, 136.0, 136.0]
+    r = sign_flip_test(totals, sizes)
+    assert r["p"] == pytest.approx(0.25)
+    assert r["ci_low"] == -np.inf and r["ci_high"] == np.inf
+    # bounded by the parameter's own range when the caller gives it (a difference of success rates)
+    r = sign_flip_test(totals, sizes, bounds=(-1.0, 1.0))
+    assert (r["ci_low"], r["ci_high"]) == (-1.0, 1.0)
+    # enough units to reject outside their range: the interval stays finite and inside it
+    r = sign_flip_test([-39.0, -36.0, -29.0, -30.0, -35.0, -33.0], [136.0] * 6)
+    assert -39 / 136 <= r["ci_low"] < r["ci_high"] <= -29 / 136
+
+
 def test_many_units_use_a_fixed_sample_of_sign_patterns():
     x = np.r_[np.ones(30), -np.ones(10)]
     a, b = sign_flip_test(x), sign_flip_test(x)

@@ -255,7 +255,8 @@ def _sign_patterns(g: int) -> tuple[np.ndarray, bool]:
     return signs, False
 
 
-def sign_flip_test(totals, sizes=None, ci: float = 0.95, null: float = 0.0) -> dict:
+def sign_flip_test(totals, sizes=None, ci: float = 0.95, null: float = 0.0,
+                   bounds: tuple[float, float] = (-math.inf, math.inf)) -> dict:
     """The exact sign-flip (randomisation) test over independent units, and the interval that inverts it.
 
     totals: per unit g, the sum T_g of its tasks' paired differences; sizes: its number of tasks n_g (1
@@ -267,7 +268,9 @@ def sign_flip_test(totals, sizes=None, ci: float = 0.95, null: float = 0.0) -> d
     SIGN_FLIP_DRAWS patterns). No normality and no large-G approximation: valid for the 16 games of a
     TextWorldExpress setting. The interval is every θ the test does not reject at 1 − ci (bisection on
     each side of θ̂, inside the range of the per-unit means T_g/n_g); with G units the smallest
-    attainable p is 2/2^G, so 5 units can never reject at 0.05.
+    attainable p is 2/2^G, so 5 units can never reject at 0.05 — and then no θ at all is rejected: the
+    interval is the whole line, or `bounds` (the parameter's own range, e.g. (−1, 1) for a difference of
+    success rates), never the range of the unit means.
     Returns n (units), n_tasks, estimate, p, ci_low, ci_high, exact (enumerated, not sampled).
     """
     t = np.asarray(totals, dtype=float).ravel()
@@ -295,15 +298,19 @@ def sign_flip_test(totals, sizes=None, ci: float = 0.95, null: float = 0.0) -> d
         return out
     alpha = 1 - ci
 
-    def bound(inside: float, outside: float) -> float:
-        # p is 1 at θ̂ (the centred totals sum to 0) and falls towards the range's edges
+    def bound(inside: float, outside: float, limit: float) -> float:
+        # p is 1 at θ̂ (the centred totals sum to 0) and falls towards the range's edges; beyond an edge
+        # every centred total has one sign, so p is its floor 2/2^G there: above alpha, nothing is rejected
+        if p_at(outside + (outside - inside)) > alpha:
+            return limit
         if p_at(outside) > alpha:
             return outside
         for _ in range(40):
             mid = (inside + outside) / 2
             inside, outside = (mid, outside) if p_at(mid) > alpha else (inside, mid)
         return inside
-    out.update(ci_low=bound(est, lo_edge), ci_high=bound(est, hi_edge))
+    out.update(ci_low=max(bounds[0], bound(est, lo_edge, bounds[0])),
+               ci_high=min(bounds[1], bound(est, hi_edge, bounds[1])))
     return out
 
 

@@ -357,7 +357,7 @@ def stream_effects(df: pd.DataFrame, a: str = "none", b: str = "self") -> pd.Dat
         totals.append(float((wide.loc[ids, b] - wide.loc[ids, a]).sum()))
         sizes.append(len(ids))
     if rows:
-        t = sign_flip_test(totals, sizes)
+        t = sign_flip_test(totals, sizes, bounds=(-1.0, 1.0))   # a difference of success rates
         rows.append({"stream": f"over {len(rows)} streams", "games": int(sum(sizes)), "estimate": t["estimate"],
                      "ci_low": t["ci_low"], "ci_high": t["ci_high"], "p": t["p"],
                      "test": "exact sign-flip over streams"})
