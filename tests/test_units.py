@@ -85,6 +85,11 @@ def test_too_few_units_give_an_unbounded_interval_not_the_range_of_their_means()
     # bounded by the parameter's own range when the caller gives it (a difference of success rates)
     r = sign_flip_test(totals, sizes, bounds=(-1.0, 1.0))
     assert (r["ci_low"], r["ci_high"]) == (-1.0, 1.0)
+    # the same when every unit has one mean: 3 units reject nothing, 6 reject every other value
+    r = sign_flip_test([-30.0, -30.0, -30.0], [136.0] * 3)
+    assert r["ci_low"] == -np.inf and r["ci_high"] == np.inf
+    r = sign_flip_test([-30.0] * 6, [136.0] * 6)
+    assert r["ci_low"] == r["ci_high"] == pytest.approx(-30 / 136)
     # enough units to reject outside their range: the interval stays finite and inside it
     r = sign_flip_test([-39.0, -36.0, -29.0, -30.0, -35.0, -33.0], [136.0] * 6)
     assert -39 / 136 <= r["ci_low"] < r["ci_high"] <= -29 / 136

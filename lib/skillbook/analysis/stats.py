@@ -293,10 +293,11 @@ def sign_flip_test(totals, sizes=None, ci: float = 0.95, null: float = 0.0,
     out["p"] = min(1.0, p_at(null))
     per_unit = t / m
     est, lo_edge, hi_edge = out["estimate"], float(per_unit.min()), float(per_unit.max())
-    if lo_edge == hi_edge:
-        out.update(ci_low=lo_edge, ci_high=hi_edge)
-        return out
     alpha = 1 - ci
+    if lo_edge == hi_edge:   # every unit has one mean: any other θ gives the floor p, 2/2^G
+        wide_open = p_at(lo_edge + 1.0) > alpha
+        out.update(ci_low=bounds[0] if wide_open else lo_edge, ci_high=bounds[1] if wide_open else hi_edge)
+        return out
 
     def bound(inside: float, outside: float, limit: float) -> float:
         # p is 1 at θ̂ (the centred totals sum to 0) and falls towards the range's edges; beyond an edge
