@@ -269,8 +269,8 @@ def sign_flip_test(totals, sizes=None, ci: float = 0.95, null: float = 0.0,
     TextWorldExpress setting. The interval is every θ the test does not reject at 1 − ci (bisection on
     each side of θ̂, inside the range of the per-unit means T_g/n_g); with G units the smallest
     attainable p is 2/2^G, so 5 units can never reject at 0.05 — and then no θ at all is rejected: the
-    interval is the whole line, or `bounds` (the parameter's own range, e.g. (−1, 1) for a difference of
-    success rates), never the range of the unit means.
+    interval is the whole line, or `bounds` (the parameter's own range, which holds every unit mean, e.g.
+    (−1, 1) for a difference of success rates), never the range of the unit means.
     Returns n (units), n_tasks, estimate, p, ci_low, ci_high, exact (enumerated, not sampled).
     """
     t = np.asarray(totals, dtype=float).ravel()
@@ -294,24 +294,24 @@ def sign_flip_test(totals, sizes=None, ci: float = 0.95, null: float = 0.0,
     per_unit = t / m
     est, lo_edge, hi_edge = out["estimate"], float(per_unit.min()), float(per_unit.max())
     alpha = 1 - ci
-    if lo_edge == hi_edge:   # every unit has one mean: any other θ gives the floor p, 2/2^G
-        wide_open = p_at(lo_edge + 1.0) > alpha
-        out.update(ci_low=bounds[0] if wide_open else lo_edge, ci_high=bounds[1] if wide_open else hi_edge)
+    # beyond the range of the unit means every centred total has one sign, so p is its floor there
+    # (2/2^G when exact): above alpha the test rejects no θ at all and the interval is all of `bounds`
+    if p_at(lo_edge - 1.0) > alpha:
+        out.update(ci_low=bounds[0], ci_high=bounds[1])
+        return out
+    if lo_edge == hi_edge:
+        out.update(ci_low=lo_edge, ci_high=hi_edge)
         return out
 
-    def bound(inside: float, outside: float, limit: float) -> float:
-        # p is 1 at θ̂ (the centred totals sum to 0) and falls towards the range's edges; beyond an edge
-        # every centred total has one sign, so p is its floor 2/2^G there: above alpha, nothing is rejected
-        if p_at(outside + (outside - inside)) > alpha:
-            return limit
+    def bound(inside: float, outside: float) -> float:
+        # p is 1 at θ̂ (the centred totals sum to 0) and falls towards the range's edges
         if p_at(outside) > alpha:
             return outside
         for _ in range(40):
             mid = (inside + outside) / 2
             inside, outside = (mid, outside) if p_at(mid) > alpha else (inside, mid)
         return inside
-    out.update(ci_low=max(bounds[0], bound(est, lo_edge, bounds[0])),
-               ci_high=min(bounds[1], bound(est, hi_edge, bounds[1])))
+    out.update(ci_low=bound(est, lo_edge), ci_high=bound(est, hi_edge))
     return out
 
 
