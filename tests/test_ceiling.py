@@ -258,3 +258,69 @@ def test_the_closing_paragraph_says_what_the_claims_table_says_and_no_verdict_be
         final.split("*oracle − none*")[1].split("\n")[0]
     assert "self-1" in final and "cannot fall below 0.50" in final
     assert closing_paragraph(table.iloc[0:0], d, 0, final=False).startswith("*No contrast")
+
+
+def _opening_frame(n_openings: int = 4, per: int = 10):
+    """Games in `n_openings` groups that open alike, every game of a group with the same outcomes: none
+    fails everywhere, oracle wins in all groups but the last, self and placebo as none."""
+    import pandas as pd
+    rows, opening = [], {}
+    for o in range(n_openings):
+        for j in range(per):
+            g = f"twx/coin/test/{o * per + j}"
+            opening[g] = f"twx/coin/opening-{o}"
+            stream = f"self-{1 + j % 2}"
+            rows += [{"task_id": g, "condition": "none", "stream": "none", "success": False},
+                     {"task_id": g, "condition": "oracle", "stream": "oracle", "success": o < n_openings - 1},
+                     {"task_id": g, "condition": "self", "stream": stream, "success": False},
+                     {"task_id": g, "condition": "placebo", "stream": stream.replace("self", "placebo"),
+                      "success": False}]
+    return pd.DataFrame(rows), pd.Series(opening)
+
+
+def test_a_verdict_over_games_is_checked_over_the_texts_the_games_open_on():
+    """Issue 36's check: 30 of 40 games favour oracle, but they are 3 of 4 openings — over games the
+    exact McNemar test supports oracle − none, over openings the sign-flip test cannot (smallest p with 4
+    units: 2/16). The check is tabled beside the registered verdict, carried in each claim's note (so
+    chapter 10 shows it) and stated in the closing paragraph; it never changes the verdict."""
+    from skillbook.analysis import claims_table
+    from skillbook.papers.breakdown.ceiling import ceiling_claims, closing_paragraph, opening_check
+    df, opening = _opening_frame()
+    check = opening_check(df, opening).set_index("claim")
+    row = check.loc["oracle − none"]
+    assert row.registered == "supported" and row.verdict.startswith("not resolved")
+    assert row.n == 4 and row.largest == 10 and row.test == "exact sign-flip over openings" and row.p >= 0.125
+    table = claims_table(ceiling_claims(df, opening)).set_index("claim")
+    assert table.loc["oracle − none", "verdict"] == "supported" and table.loc["oracle − none", "n"] == 40
+    assert table.loc["oracle − none", "note"].startswith("over 4 openings: not resolved (MDE")
+    assert table.loc["oracle − placebo", "note"].endswith("(Holm)")
+    text = closing_paragraph(table.reset_index(), design(games=40), 40, final=True, check=check.reset_index())
+    assert "*oracle − none* is not resolved" in text and "may depend on counting games that open alike" in text
+    with pytest.raises(ValueError, match="no opening for 40 game"):
+        opening_check(df, opening.rename(lambda g: g + "x"))
+
+
+def test_self_below_oracle_is_supported_over_games_but_not_over_openings():
+    """The real case, from the committed records of the second study: 408 distinct games open on 87
+    texts; over games *self − oracle* is supported (p 0.010), over openings it is not resolved (p ≈ 0.067),
+    while the other four verdicts are the same under both."""
+    from skillbook.papers.breakdown import ceiling
+    from skillbook.profiles import project_root
+    root = project_root() / "runs" / "ceiling"
+    d = ceiling.CeilingDesign.from_profile("ceiling")
+    openings = ceiling.fixed_openings(root, d)             # the record: no simulator call
+    check = ceiling.opening_check(ceiling.recorded(root, d), openings).set_index("claim")
+    assert int(check.n.iloc[0]) == 87 and openings.nunique() == 87 and len(openings) == 408
+    assert check.loc["self − oracle", "registered"] == "supported"
+    assert check.loc["self − oracle", "verdict"].startswith("not resolved") and check.loc["self − oracle", "p"] > 0.05
+    same = check.drop("self − oracle")
+    assert (same.verdict == same.registered).all() and (same.registered == "contradicted").all()
+
+
+def test_openings_are_read_once_and_kept_beside_the_games(tmp_path, monkeypatch):
+    from skillbook.papers.breakdown import ceiling
+    d = design(games=4)
+    first = ceiling.fixed_openings(tmp_path, d)
+    assert list(first.index) == ceiling.fixed_games(tmp_path, d) and (tmp_path / "openings.json").exists()
+    monkeypatch.setattr(ceiling, "openings", lambda *a, **k: pytest.fail("read again from the simulator"))
+    assert ceiling.fixed_openings(tmp_path, d).equals(first)

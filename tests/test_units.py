@@ -146,3 +146,18 @@ def test_units_of_a_random_walk_game_are_the_same_in_every_jvm(tmp_path, monkeyp
         runs.append(units(ids, options, progress=False))
     assert runs[0].equals(runs[1])
     assert runs[0].nunique() < len(ids)        # 60 seeds of a 3-room setting repeat games
+
+
+def test_distinct_games_can_open_on_the_same_text():
+    """The real case: the second study's setting (coin, three rooms, two distractor items); its distinct
+    test games open on fewer texts (the same first room, the coin elsewhere). Other benchmarks: the task."""
+    from skillbook.envs import openings, units
+    options = {"twx": {"game_params": {"coin": {"numLocations": 3, "numDistractorItems": 2, "includeDoors": 0,
+                                                "limitInventorySize": 0}}}}
+    ids = [f"twx/coin/test/{i}" for i in range(80)]
+    games = units(ids, options, progress=False).drop_duplicates().index
+    first = openings(games, options)
+    assert list(first.index) == list(games) and first.str.startswith("twx/coin/opening-").all()
+    assert first.nunique() < len(games)
+    assert openings(games, options).equals(first)                  # the same in another JVM
+    assert openings(["sciworld/boil/test/0"]).tolist() == ["sciworld/boil/test/0"]

@@ -49,7 +49,8 @@ def shared_records(chapter: str) -> list[str]:
 STUDY_RECORDS = {
     "09_study": ("study_profile", "study", ["streams", "calibration", "registration", "09_study"]),
     "11_ceiling": ("ceiling_profile", "ceiling", ["streams", "calibration", "libraries", "registration",
-                                                  "games.json", "design.json", "sittings.jsonl", "11_ceiling"]),
+                                                  "games.json", "openings.json", "design.json", "sittings.jsonl",
+                                                  "11_ceiling"]),
 }
 FINDINGS = "10_findings"          # reads every chapter's claims.json
 NOT_COPIED = shutil.ignore_patterns(".responses.sqlite*", ".lock", "*.pid", "*.log", "*.ipynb")

@@ -18,7 +18,7 @@ from .tasks import (
 )
 from .tau2 import Tau2Bench
 from .textworld_express import TextWorldExpress
-from .units import unit_counts, unit_name, units
+from .units import openings, unit_counts, unit_name, units
 
 # The one registry of benchmarks: a task id's first part names its entry (docs/HOWTO.md: how to add one).
 ENVS: dict[str, type] = {"sciworld": ScienceWorld, "twx": TextWorldExpress, "tau2": Tau2Bench}
@@ -74,7 +74,8 @@ def canonical_options(name: str, options: dict) -> dict:
     return canonical(dict(options)) if canonical else dict(options)
 
 
-__all__ = ["repeatable_gold_actions", "units", "unit_counts", "unit_name", "SPLITS", "Conversational", "EnvPool",
+__all__ = ["repeatable_gold_actions", "units", "openings",
+           "unit_counts", "unit_name", "SPLITS", "Conversational", "EnvPool",
            "TASK_TEXTS", "parse_task_types", "require_splits", "sample_tasks", "task_frame", "task_texts", "task_text",
            "task_query", "Env", "EnvError", "SimulatorError", "StepResult", "Task", "TaskIdError", "parse_task_id",
            "catalogue", "gold_lengths", "split_table", "with_difficulty", "difficulty_key", "JAVA_MISSING",

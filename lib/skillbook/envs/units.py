@@ -75,6 +75,27 @@ def units(task_ids, env_options: dict | None = None, progress: bool = True) -> p
     return pd.Series([out[t] for t in ids], index=pd.Index(ids, name="task_id"), name="unit")
 
 
+def openings(task_ids, env_options: dict | None = None) -> pd.Series:
+    """task id → the text its game opens on, '<env>/<task type>/opening-<digest>' (a digest of the
+    instruction and the first observation), in the order given: a coarser grouping than `units`. Distinct
+    games can open alike (the same first room, the coin elsewhere), and a deterministic agent plays their
+    opening the same way, so their outcomes need not be independent; a check that clusters by opening
+    asks whether a verdict over games survives that (chapter 11). Other benchmarks: the task id itself.
+    Not cached: one reset per task, milliseconds each."""
+    ids = list(dict.fromkeys(task_ids))
+    out: dict[str, str] = {t: t for t in ids if parse_task_id(t)[0] not in BY_STATE}
+    todo = [t for t in ids if t not in out]
+    if todo:
+        with EnvPool(env_options) as envs:
+            for t in todo:
+                env_name, tt, _, _ = parse_task_id(t)
+                env = envs.get(env_name)
+                obs = env.reset(t)
+                blob = json.dumps([env.instruction, obs], ensure_ascii=False)
+                out[t] = f"{env_name}/{tt}/opening-{hashlib.sha256(blob.encode('utf-8')).hexdigest()[:16]}"
+    return pd.Series([out[t] for t in ids], index=pd.Index(ids, name="task_id"), name="opening")
+
+
 def unit_name(task_ids) -> str:
     """What the units of these tasks are called (`UNIT_NAMES`): "games" for TextWorldExpress tasks,
     "variations" for ScienceWorld, "tasks" for τ²-bench; "units" when the tasks mix benchmarks."""

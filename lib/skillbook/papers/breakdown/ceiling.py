@@ -38,11 +38,11 @@ from pathlib import Path
 import pandas as pd
 
 from ...agent import AgentConfig
-from ...analysis import Claim, paired_difference
+from ...analysis import Claim, claims_table, paired_difference
 from ...analysis.claims import format_number, format_p, measured_text
 from ...analysis.report import count
 from ...analysis.stats import exact_mcnemar_p, sign_flip_test
-from ...envs import units
+from ...envs import openings, units
 from ...io import write_json_if_changed
 from ...llm import DEFAULT_BACKEND, ResponseCache, get_llm
 from ...llm.backends import backend_fingerprint
@@ -270,6 +270,22 @@ def fixed_games(root: str | Path, design: CeilingDesign) -> list[str]:
 GAME_KEYS = ("env", "mix", "split", "games", "seed", "seeds_searched")
 
 
+def fixed_openings(root: str | Path, design: CeilingDesign) -> pd.Series:
+    """Test game → the text it opens on (`envs.openings`), read once from the simulator and kept in
+    `<root>/openings.json` beside `games.json` (chosen by the same design), so that a replay reads it.
+    Issue 36's check: distinct games can open alike, so a verdict over games is re-tested over openings."""
+    path = Path(root) / "openings.json"
+    key = {k: v for k, v in design.settings().items() if k in GAME_KEYS}
+    games = fixed_games(root, design)
+    if path.exists():
+        saved = json.loads(path.read_text())
+        if saved["chosen_by"] == key and list(saved["openings"]) == games:
+            return pd.Series(saved["openings"], name="opening")
+    found = openings(games, design.env_options)
+    write_json_if_changed(path, {"chosen_by": key, "openings": found.to_dict()})
+    return found
+
+
 def prepare(root: str | Path, llm, design: CeilingDesign) -> Plan:
     """The test games, both gold libraries (built once) and the plan of streams."""
     games = fixed_games(root, design)
@@ -327,18 +343,49 @@ def per_game(df: pd.DataFrame) -> pd.DataFrame:
     return wide.dropna()
 
 
-def ceiling_claims(df: pd.DataFrame) -> list:
+def ceiling_claims(df: pd.DataFrame, openings: pd.Series | None = None) -> list:
     """The three primary contrasts, then the two secondary ones (Holm in the claims table), each paired
-    over the games every condition recorded; every game is its own unit (one seed per distinct game)."""
+    over the games every condition recorded; every game is its own unit (one seed per distinct game).
+
+    `openings` (game → the text it opens on, `fixed_openings`): each claim's note then states the verdict
+    of `opening_check`, so that the claims table, and chapter 10 that collects it, carry the check beside
+    the registered verdict, which it never changes."""
     games = per_game(df).index
-    common = df[df.task_id.isin(games)]
-    units = pd.Series(list(games), index=games)
+    out = _claims(df[df.task_id.isin(games)], pd.Series(list(games), index=games), "games")
+    if openings is not None:
+        check = opening_check(df, openings).set_index("claim")
+        for c in out:
+            r = check.loc[c.name]
+            p = format_p(r.p if r.role == "primary" else r.p_holm) + ("" if r.role == "primary" else " (Holm)")
+            c.note = f"over {int(r.n)} openings: {r.verdict}, p {p}"
+    return out
+
+
+def _claims(common: pd.DataFrame, of: pd.Series, unit: str) -> list:
     out = []
     for (name, a, b), primary in [(c, True) for c in PRIMARY] + [(c, False) for c in SECONDARY]:
         if {a, b} <= set(common.condition):
             out.append(Claim(name, PAPER[name], EXPECTED[name], primary,
-                             paired_difference(common, "condition", a, b, units=units)))
+                             paired_difference(common, "condition", a, b, units=of, unit=unit)))
     return out
+
+
+def opening_check(df: pd.DataFrame, openings: pd.Series) -> pd.DataFrame:
+    """The claims table again with the games grouped by the text they open on (`envs.openings`): each
+    contrast's test is the exact sign-flip over the openings' totals (sampled beyond 16 of them), the
+    secondary ones Holm-corrected, the verdict by the same rule. Games that open alike are distinct games,
+    but the deterministic agent plays their opening the same way; a verdict that holds here does not rest
+    on counting them as independent. A check beside the registered verdicts, never in place of them.
+    Adds `largest` (games in the largest opening) and `registered` (the verdict over games)."""
+    games = per_game(df).index
+    missing = games.difference(openings.index)
+    if len(missing):
+        raise ValueError(f"openings: no opening for {len(missing)} game(s), e.g. {list(missing[:3])}")
+    common = df[df.task_id.isin(games)]
+    table = claims_table(_claims(common, openings.reindex(games), "openings"))
+    registered = claims_table(_claims(common, pd.Series(list(games), index=games), "games"))
+    return table.assign(largest=int(openings.reindex(games).value_counts().max()),
+                        registered=registered.verdict.to_numpy())
 
 
 def stream_effects(df: pd.DataFrame, a: str = "none", b: str = "self") -> pd.DataFrame:
@@ -373,13 +420,14 @@ REPORTED = {"oracle − none": ("SkillsBench's curated skills over no skills", 0
 
 def closing_paragraph(table: pd.DataFrame, design: CeilingDesign, games: int, final: bool,
                       effects: pd.DataFrame | None = None, health: pd.DataFrame | None = None,
-                      model: str = "the profile's model") -> str:
+                      model: str = "the profile's model", check: pd.DataFrame | None = None) -> str:
     """Chapter 11's closing section, written from its claims table (`table`: `claims_table` of
     `ceiling_claims`, over `games` games every condition played), the per-stream effects of *self*
-    (`stream_effects`) and the library health (`library_health`). Before the registered size (`final`
-    false) it states measurements only, never a verdict or a comparison; at it, each claim's verdict as
-    the table gives it, the minimum detectable effect beside every "not resolved", and each primary
-    contrast's interval against what the papers reported. No sentence says more than those tables."""
+    (`stream_effects`), the check over openings (`opening_check`) and the library health
+    (`library_health`). Before the registered size (`final` false) it states measurements only, never a
+    verdict or a comparison; at it, each claim's verdict as the table gives it, the minimum detectable
+    effect beside every "not resolved", each primary contrast's interval against what the papers
+    reported, and which verdicts the check leaves as they are. No sentence says more than those tables."""
     if not len(table):
         return "*No contrast can be computed yet: no game has been played under every condition.*"
     rows = table.set_index("claim")
@@ -409,6 +457,19 @@ def closing_paragraph(table: pd.DataFrame, design: CeilingDesign, games: int, fi
             f"; over the {len(per)} streams as units, exact sign-flip p {format_p(over.p.iloc[0])} (with "
             f"{len(per)} streams it cannot fall below {2 / 2 ** len(per):.2f}: it qualifies the verdict above, "
             "never makes one)." if len(over) else "."))
+    if check is not None and len(check):
+        holds = check[check.verdict == check.registered]
+        moved = check[check.verdict != check.registered]
+        line = (f"* *Check, games grouped by the text they open on* ({int(check.n.iloc[0])} openings, at most "
+                f"{int(check.largest.iloc[0])} games each; {check.test.iloc[0]}): ")
+        line += (f"the verdict{'s' * (len(holds) > 1)} of {', '.join(f'*{c}*' for c in holds.claim)} "
+                 f"{'is' if len(holds) == 1 else 'are'} unchanged" if len(holds) else "no verdict is unchanged")
+        for r in moved.itertuples():
+            p = format_p(r.p if r.role == "primary" else r.p_holm) + ("" if r.role == "primary" else " (Holm)")
+            line += (f"; *{r.claim}* is {r.verdict} over openings ({measured_text(r.estimate, r.ci_low, r.ci_high)}"
+                     f", p {p}): its verdict over games may depend on counting games that open alike as "
+                     "independent")
+        lines.append(line + ".")
     if health is not None and len(health):
         own = health[health.index.str.startswith("self")]
         if len(own):
