@@ -292,7 +292,7 @@ def test_a_verdict_over_games_is_checked_over_the_texts_the_games_open_on():
     assert row.n == 4 and row.largest == 10 and row.test == "exact sign-flip over openings" and row.p >= 0.125
     table = claims_table(ceiling_claims(df, opening)).set_index("claim")
     assert table.loc["oracle − none", "verdict"] == "supported" and table.loc["oracle − none", "n"] == 40
-    assert table.loc["oracle − none", "note"].startswith("over 4 openings: not resolved (MDE")
+    assert table.loc["oracle − none", "note"].startswith("check over the 4 texts the games open on: not resolved (MDE")
     assert table.loc["oracle − placebo", "note"].endswith("(Holm)")
     text = closing_paragraph(table.reset_index(), design(games=40), 40, final=True, check=check.reset_index())
     assert "*oracle − none* is not resolved" in text and "may depend on counting games that open alike" in text

@@ -511,3 +511,19 @@ def test_chapters_define_no_functions_or_classes(path):
     defs = [(i, m.group(0).strip()) for i, c in enumerate(nb.cells) if c.cell_type == "code"
             for m in re.finditer(r"^\s*(?:async\s+)?(?:def|class)\s+\w+", c.source, re.M)]
     assert not defs, f"{path.name}: move these into lib/ (and test them there): {defs}"
+
+
+def test_the_findings_in_words_quote_the_table_s_numbers_and_the_note_of_a_resolved_claim(tmp_path):
+    """Real case (chapter 10 on chapter 11's final records): "Supported: self − oracle (-0.07 [-0.13,
+    -0.02], …)" — a hyphen where the claims table prints −0.07 [−0.13, −0.02] — and without the check its
+    table row carries ("check over the 87 texts the games open on: not resolved …")."""
+    from skillbook.book.findings import findings_summary
+    lab = Lab.__new__(Lab)
+    lab.root, lab.chapter = tmp_path, "04_transfer"
+    table = claims_table([claim("p1", True, [0] * 9, [1] * 9)])
+    table.loc[0, "note"] = "check over the 3 texts the games open on: not resolved, p 0.25"
+    lab.claims(table)
+    found, _ = collect_claims(["04_transfer"], [tmp_path])
+    text = findings_summary(found, {"04_transfer": "Transfer"})
+    assert "Contradicted: p1 (−1.00 [−" in text and "-1.00" not in text
+    assert "*Transfer*; check over the 3 texts the games open on: not resolved, p 0.25)." in text

@@ -21,6 +21,7 @@ import nbformat
 import pandas as pd
 
 from ..analysis import render_claims
+from ..analysis.claims import measured_text
 from ..papers import PAPERS, paper_of
 
 
@@ -237,7 +238,7 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
         for v in ("supported", "contradicted"):
             for _, r in mine[k == v].iterrows():
                 parts.append(f"{v.capitalize()}: {r['claim']} ({_estimate(r)}, "
-                             f"*{titles.get(r['chapter'], r['chapter'])}*).")
+                             f"*{titles.get(r['chapter'], r['chapter'])}*{_note(r)}).")
         if not resolved[mine.index].any():
             primary = mine[mine["role"] == "primary"]
             mde = primary["mde"].where(primary["mde"] < float("inf")).dropna()
@@ -250,7 +251,7 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
     checks = claims[~paper]
     if len(checks):
         k = kind[checks.index]
-        named = [f"{v}: {r['claim']} ({_estimate(r)}, *{titles.get(r['chapter'], r['chapter'])}*)"
+        named = [f"{v}: {r['claim']} ({_estimate(r)}, *{titles.get(r['chapter'], r['chapter'])}*{_note(r)})"
                  for v in ("contradicted",) for _, r in checks[k == v].iterrows()]
         out.append(f"Beside them, {_count(len(checks), 'check')} of the book's own tools: "
                    + ", ".join(_verdict_count(k, v) for v in VERDICT_WORDS if (k == v).any()) + "."
@@ -267,7 +268,12 @@ def _verdict_count(kinds: pd.Series, verdict: str) -> str:
 
 
 def _estimate(r) -> str:
-    est = f"{r['estimate']:+.2f}"
-    if not (pd.isna(r["ci_low"]) or pd.isna(r["ci_high"])):
-        est += f" [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
-    return est
+    """The estimate and its interval as the claims table prints them (true minus signs)."""
+    return measured_text(r["estimate"], r["ci_low"], r["ci_high"])
+
+
+def _note(r) -> str:
+    """A resolved claim's note (e.g. a check that qualifies its verdict), so the sentence keeps what the
+    table's row says beside the verdict."""
+    note = r.get("note")
+    return f"; {note}" if isinstance(note, str) and note else ""

@@ -357,7 +357,7 @@ def ceiling_claims(df: pd.DataFrame, openings: pd.Series | None = None) -> list:
         for c in out:
             r = check.loc[c.name]
             p = format_p(r.p if r.role == "primary" else r.p_holm) + ("" if r.role == "primary" else " (Holm)")
-            c.note = f"over {int(r.n)} openings: {r.verdict}, p {p}"
+            c.note = f"check over the {int(r.n)} texts the games open on: {r.verdict}, p {p}"
     return out
 
 
