@@ -324,3 +324,21 @@ def test_openings_are_read_once_and_kept_beside_the_games(tmp_path, monkeypatch)
     assert list(first.index) == ceiling.fixed_games(tmp_path, d) and (tmp_path / "openings.json").exists()
     monkeypatch.setattr(ceiling, "openings", lambda *a, **k: pytest.fail("read again from the simulator"))
     assert ceiling.fixed_openings(tmp_path, d).equals(first)
+
+
+def test_the_share_of_writes_from_successes_is_read_along_the_stream():
+    """The registered figure 'writes from successful spans', per query in stream order: the writes made at
+    earlier positions that shaped the final library (its own provenance and each merged into it)."""
+    from types import SimpleNamespace
+
+    from skillbook.papers.breakdown.health import health_along
+    episodes = [SimpleNamespace(position=p, task_id=f"g{p}", subtasks=[], retrieved=["t1"] if p else [],
+                                written=["t1"] if p == 0 else []) for p in range(4)]
+    skills = [{"id": "t1", "provenance": {"stream_position": 0, "span_success": True,
+                                          "merged_from": [{"stream_position": 1, "span_success": False},
+                                                          {"stream_position": 2, "span_success": False}]}}]
+    along = health_along(episodes, 5, skills)
+    assert along.position.tolist() == [1, 2, 3]
+    assert along.from_successes.tolist() == [1.0, 0.5, 1 / 3]
+    assert along.library_size.tolist() == [1, 1, 1] and not along.strict_subset.any()
+    assert health_along(episodes, 5).from_successes.isna().all()

@@ -356,9 +356,13 @@ def ceiling_claims(df: pd.DataFrame, openings: pd.Series | None = None) -> list:
         check = opening_check(df, openings).set_index("claim")
         for c in out:
             r = check.loc[c.name]
-            p = format_p(r.p if r.role == "primary" else r.p_holm) + ("" if r.role == "primary" else " (Holm)")
-            c.note = f"check over the {int(r.n)} texts the games open on: {r.verdict}, p {p}"
+            c.note = f"check over the {int(r.n)} texts the games open on: {r.verdict}, p {_decided_p(r)}"
     return out
+
+
+def _decided_p(r) -> str:
+    """The p a claims-table row's verdict was decided on: its own (primary) or Holm's (secondary)."""
+    return format_p(r.p) if r.role == "primary" else f"{format_p(r.p_holm)} (Holm)"
 
 
 def _claims(common: pd.DataFrame, of: pd.Series, unit: str) -> list:
@@ -438,7 +442,7 @@ def closing_paragraph(table: pd.DataFrame, design: CeilingDesign, games: int, fi
     lines = [f"**What was found** ({games} distinct games of {', '.join(design.mix)}, every condition on "
              f"each; {model}).", ""]
     for c, r in rows.iterrows():
-        p = f"p {format_p(r.p)}" if r.role == "primary" else f"p {format_p(r.p_holm)} (Holm)"
+        p = f"p {_decided_p(r)}"
         line = (f"* *{c}* ({r.role}): {measured_text(r.estimate, r.ci_low, r.ci_high)} over {int(r.n)} games, "
                 f"{r.test} {p} → **{r.verdict}**")
         if str(r.verdict).startswith("not resolved") and "MDE" not in str(r.verdict):
@@ -463,12 +467,11 @@ def closing_paragraph(table: pd.DataFrame, design: CeilingDesign, games: int, fi
         line = (f"* *Check, games grouped by the text they open on* ({int(check.n.iloc[0])} openings, at most "
                 f"{int(check.largest.iloc[0])} games each; {check.test.iloc[0]}): ")
         line += (f"the verdict{'s' * (len(holds) > 1)} of {', '.join(f'*{c}*' for c in holds.claim)} "
-                 f"{'is' if len(holds) == 1 else 'are'} unchanged" if len(holds) else "no verdict is unchanged")
+                 f"{'is' if len(holds) == 1 else 'are'} unchanged" if len(holds) else "every verdict changes")
         for r in moved.itertuples():
-            p = format_p(r.p if r.role == "primary" else r.p_holm) + ("" if r.role == "primary" else " (Holm)")
             line += (f"; *{r.claim}* is {r.verdict} over openings ({measured_text(r.estimate, r.ci_low, r.ci_high)}"
-                     f", p {p}): its verdict over games may depend on counting games that open alike as "
-                     "independent")
+                     f", p {_decided_p(r)}): its verdict over games may depend on counting games that open alike "
+                     "as independent")
         lines.append(line + ".")
     if health is not None and len(health):
         own = health[health.index.str.startswith("self")]
@@ -649,8 +652,9 @@ def library_health(root: str | Path, design: CeilingDesign) -> tuple[pd.DataFram
         episodes = load_condition(d).episodes
         if not episodes:
             continue
-        rows.append({"stream": name, **stream_health(episodes, library_of(d).state()["skills"], design.k)})
-        along.append(health_along(episodes, design.k).assign(stream=name))
+        skills = library_of(d).state()["skills"]
+        rows.append({"stream": name, **stream_health(episodes, skills, design.k)})
+        along.append(health_along(episodes, design.k, skills).assign(stream=name))
     table = pd.DataFrame(rows).set_index("stream") if rows else pd.DataFrame()
     return table, (pd.concat(along, ignore_index=True) if along else pd.DataFrame())
 

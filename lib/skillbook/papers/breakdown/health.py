@@ -34,21 +34,32 @@ def writes(skill: dict) -> list[dict]:
     return [prov] + list(prov.get("merged_from", []))
 
 
-def health_along(episodes: list, k: int) -> pd.DataFrame:
+def health_along(episodes: list, k: int, skills: list[dict] | None = None) -> pd.DataFrame:
     """One row per query of one memory stream, in stream order: the library's size then (skills first
     written at earlier positions), how many skills were retrieved, and whether they were a strict subset.
-    A placebo's ids (`placebo-<id>`) count as the skills they stand for."""
+    A placebo's ids (`placebo-<id>`) count as the skills they stand for. With the final library's
+    `skills`, also `from_successes`: the share of the writes that shaped them made at earlier positions
+    that came from a successful span (NaN before the first write). Skill length has no such column: a
+    stream keeps only its final library."""
+    shaped = sorted((int(w.get("stream_position", 0)), bool(w.get("span_success")))
+                    for sk in (skills or []) for w in writes(sk))
+    positions = np.array([p for p, _ in shaped], dtype=int)
+    successes = np.cumsum([ok for _, ok in shaped])
     born: dict[str, int] = {}
     rows = []
     for e in episodes:
         size = len(born)
+        before = int(np.searchsorted(positions, e.position))       # writes at positions < this one
+        share = float(successes[before - 1] / before) if before else np.nan
         for ids in retrievals(e):
             shown = {i.removeprefix("placebo-") for i in ids}
             rows.append({"position": e.position, "task_id": e.task_id, "library_size": size,
-                         "retrieved": len(shown), "k": k, "strict_subset": len(shown) < size})
+                         "retrieved": len(shown), "k": k, "strict_subset": len(shown) < size,
+                         "from_successes": share})
         for sid in e.written:
             born.setdefault(sid, e.position)
-    return pd.DataFrame(rows, columns=["position", "task_id", "library_size", "retrieved", "k", "strict_subset"])
+    return pd.DataFrame(rows, columns=["position", "task_id", "library_size", "retrieved", "k", "strict_subset",
+                                       "from_successes"])
 
 
 def stream_health(episodes: list, skills: list[dict], k: int) -> dict:
