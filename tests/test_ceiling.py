@@ -154,6 +154,7 @@ def test_library_health_is_read_per_memory_stream(fake_env, tmp_path):
     assert list(table.index) == ["self-1", "placebo-1", "self-2", "placebo-2"]
     assert {"skills", "strict subset", "median lines", "writes from successes"} <= set(table.columns)
     assert set(along.stream) <= set(table.index) and (along.k == d.k).all()
+    assert along.strict_share.between(0, 1).all()
     empty, _ = library_health(tmp_path / "nothing", d)
     assert empty.empty
 
@@ -284,7 +285,8 @@ def test_a_verdict_over_games_is_checked_over_the_texts_the_games_open_on():
     units: 2/16). The check is tabled beside the registered verdict, carried in each claim's note (so
     chapter 10 shows it) and stated in the closing paragraph; it never changes the verdict."""
     from skillbook.analysis import claims_table
-    from skillbook.papers.breakdown.ceiling import ceiling_claims, closing_paragraph, opening_check
+    from skillbook.analysis.claims import format_p
+    from skillbook.papers.breakdown.ceiling import ceiling_claims, closing_paragraph, opening_check, opening_table
     df, opening = _opening_frame()
     check = opening_check(df, opening).set_index("claim")
     row = check.loc["oracle − none"]
@@ -296,6 +298,10 @@ def test_a_verdict_over_games_is_checked_over_the_texts_the_games_open_on():
     assert table.loc["oracle − placebo", "note"].endswith("(Holm)")
     text = closing_paragraph(table.reset_index(), design(games=40), 40, final=True, check=check.reset_index())
     assert "*oracle − none* is not resolved" in text and "may depend on counting games that open alike" in text
+    shown = opening_table(check.reset_index()).loc["oracle − none"]
+    assert shown["over openings"].startswith("not resolved") and shown["over games"] == "supported"
+    assert shown["p"] == format_p(row.p) and shown["measured [95% CI]"].startswith("+0.75 [")
+    assert opening_table(check.reset_index()).loc["oracle − placebo", "p"].endswith("(Holm)")
     with pytest.raises(ValueError, match="no opening for 40 game"):
         opening_check(df, opening.rename(lambda g: g + "x"))
 

@@ -392,6 +392,18 @@ def opening_check(df: pd.DataFrame, openings: pd.Series) -> pd.DataFrame:
                         registered=registered.verdict.to_numpy())
 
 
+def opening_table(check: pd.DataFrame) -> pd.DataFrame:
+    """`opening_check` as the page shows it, narrow enough for a laptop: per claim, the difference over
+    openings with its interval, the p its verdict was decided on (Holm's for a secondary claim), the
+    verdict over openings (with its MDE when not resolved) and the registered verdict over games."""
+    return pd.DataFrame({"measured [95% CI]": [measured_text(r.estimate, r.ci_low, r.ci_high)
+                                               for r in check.itertuples()],
+                         "p": [_decided_p(r) for r in check.itertuples()],
+                         "over openings": check.verdict.to_numpy(),
+                         "over games": check.registered.to_numpy()},
+                        index=pd.Index(check.claim, name="claim"))
+
+
 def stream_effects(df: pd.DataFrame, a: str = "none", b: str = "self") -> pd.DataFrame:
     """`b` − `a` within each stream's games (b's streams: self-1, …), then over streams as the units (the
     exact sign-flip test over the R streams' totals): the library is a replicated treatment, and this row
@@ -639,10 +651,14 @@ def by_game(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+STRICT_WINDOW = 30
+
+
 def library_health(root: str | Path, design: CeilingDesign) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The registered library-health figures of every self and placebo stream recorded under `root`:
     (one row per stream: `health.stream_health`; one row per query along each stream: `health_along`,
-    with its stream). Empty frames before the first episode."""
+    with its stream and `strict_share`, the share of strict subsets over its last STRICT_WINDOW queries).
+    Empty frames before the first episode."""
     rows, along = [], []
     for name in [n for n, _, _ in plan_runs(design, None, SkillLibrary(), SkillLibrary(), []).runs
                  if n.split("-")[0] in ("self", "placebo")]:
@@ -654,7 +670,10 @@ def library_health(root: str | Path, design: CeilingDesign) -> tuple[pd.DataFram
             continue
         skills = library_of(d).state()["skills"]
         rows.append({"stream": name, **stream_health(episodes, skills, design.k)})
-        along.append(health_along(episodes, design.k, skills).assign(stream=name))
+        h = health_along(episodes, design.k, skills)
+        # the share of strict subsets over the last STRICT_WINDOW queries, for a plot along the stream
+        h["strict_share"] = h.strict_subset.astype(float).rolling(STRICT_WINDOW, min_periods=1).mean()
+        along.append(h.assign(stream=name))
     table = pd.DataFrame(rows).set_index("stream") if rows else pd.DataFrame()
     return table, (pd.concat(along, ignore_index=True) if along else pd.DataFrame())
 
