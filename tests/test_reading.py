@@ -251,7 +251,7 @@ def test_the_findings_in_words_say_no_more_than_the_verdicts(tmp_path):
     text = findings_summary(found, {"04_transfer": "Transfer", "06_assay": "Assay"})
     assert text.startswith("Of the 4 claims of the four papers that the chapters record, 1 was resolved")
     assert "**Break it down, pass it on** (*Transfer*): 3 claims: 1 supported, 2 not resolved." in text
-    assert "Supported: p1 (+1.00" in text and "*Transfer*)" in text
+    assert "3 claims: 1 supported, 2 not resolved.\n\nIn *Transfer*:\n\n* supported: p1 (+1.00" in text
     # a paper with nothing resolved gets the smallest effect its primary tests could have detected
     assert "**Assay** (*Assay*): 1 claim: 1 not resolved. Of its primary claims, the smallest effect" in text
     assert "for \"a1\" in *Assay* (6)" in text
@@ -525,5 +525,5 @@ def test_the_findings_in_words_quote_the_table_s_numbers_and_the_note_of_a_resol
     lab.claims(table)
     found, _ = collect_claims(["04_transfer"], [tmp_path])
     text = findings_summary(found, {"04_transfer": "Transfer"})
-    assert "Contradicted: p1 (−1.00 [−" in text and "-1.00" not in text
-    assert "*Transfer*; check over the 3 texts the games open on: not resolved, p 0.25)." in text
+    assert "* contradicted: p1 (−1.00 [−" in text and "-1.00" not in text
+    assert "; check over the 3 texts the games open on: not resolved, p 0.25)" in text

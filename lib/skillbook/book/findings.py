@@ -213,8 +213,9 @@ def _count(n: int, word: str) -> str:
 def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
     """What the book found, in a few plain sentences per paper (Markdown), built from the claims records
     and saying no more than their verdicts: how many claims each paper's chapters tested and how many were
-    resolved, each supported or contradicted claim with its estimate, and, where none was, the smallest
-    effect any of its tests could have detected. Chapter 10 shows it first; the start page includes it."""
+    resolved, each supported or contradicted claim with its estimate and note (listed under the chapter
+    that tested it), and, where none was, the smallest effect any of its tests could have detected.
+    Chapter 10 shows it first; the start page includes it."""
     titles = titles or {}
     if claims.empty:
         return "No chapter has recorded a claims table yet."
@@ -235,10 +236,13 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
         chapters = ", ".join(f"*{titles.get(c, c)}*" for c in dict.fromkeys(mine["chapter"]))
         parts = [f"**{name}** ({chapters}): {_count(len(mine), 'claim')}"]
         parts.append(", ".join(_verdict_count(k, v) for v in VERDICT_WORDS if (k == v).any()) + ".")
-        for v in ("supported", "contradicted"):
-            for _, r in mine[k == v].iterrows():
-                parts.append(f"{v.capitalize()}: {r['claim']} ({_estimate(r)}, "
-                             f"*{titles.get(r['chapter'], r['chapter'])}*{_note(r)}).")
+        # the resolved claims as a list under the chapter that tested them (its title once, not per claim)
+        listed = []
+        for chapter in dict.fromkeys(mine.loc[resolved[mine.index], "chapter"]):
+            rows = mine[(mine["chapter"] == chapter) & resolved[mine.index]]
+            listed.append(f"In *{titles.get(chapter, chapter)}*:\n\n" + "\n".join(
+                f"* {v}: {r['claim']} ({_estimate(r)}{_note(r)})"
+                for v in ("supported", "contradicted") for _, r in rows[k[rows.index] == v].iterrows()))
         if not resolved[mine.index].any():
             primary = mine[mine["role"] == "primary"]
             mde = primary["mde"].where(primary["mde"] < float("inf")).dropna()
@@ -247,7 +251,7 @@ def findings_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
                 parts.append(f"Of its primary claims, the smallest effect a test could have detected (80% power) was "
                              f"±{r['mde']:.2f}, for \"{r['claim']}\" in *{titles.get(r['chapter'], r['chapter'])}*"
                              f" ({_span([int(_units(r)[0])], _units(r)[1])}).")
-        out.append(" ".join([parts[0] + ": " + parts[1]] + parts[2:]))
+        out.append("\n\n".join([" ".join([parts[0] + ": " + parts[1]] + parts[2:])] + listed))
     checks = claims[~paper]
     if len(checks):
         k = kind[checks.index]
