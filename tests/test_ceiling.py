@@ -286,13 +286,19 @@ def test_a_verdict_over_games_is_checked_over_the_texts_the_games_open_on():
     chapter 10 shows it) and stated in the closing paragraph; it never changes the verdict."""
     from skillbook.analysis import claims_table
     from skillbook.analysis.claims import format_p
-    from skillbook.papers.breakdown.ceiling import ceiling_claims, closing_paragraph, opening_check, opening_table
+    from skillbook.papers.breakdown.ceiling import (
+        ceiling_claims,
+        closing_paragraph,
+        opening_check,
+        opening_table,
+        with_check,
+    )
     df, opening = _opening_frame()
-    check = opening_check(df, opening).set_index("claim")
+    check = opening_check(df, opening, ceiling_claims(df)).set_index("claim")
     row = check.loc["oracle − none"]
     assert row.registered == "supported" and row.verdict.startswith("not resolved")
     assert row.n == 4 and row.largest == 10 and row.test == "exact sign-flip over openings" and row.p >= 0.125
-    table = claims_table(ceiling_claims(df, opening)).set_index("claim")
+    table = claims_table(with_check(ceiling_claims(df), check.reset_index())).set_index("claim")
     assert table.loc["oracle − none", "verdict"] == "supported" and table.loc["oracle − none", "n"] == 40
     assert table.loc["oracle − none", "note"].startswith("check over the 4 texts the games open on: not resolved (MDE")
     assert table.loc["oracle − placebo", "note"].endswith("(Holm)")
@@ -303,7 +309,7 @@ def test_a_verdict_over_games_is_checked_over_the_texts_the_games_open_on():
     assert shown["p"] == format_p(row.p) and shown["measured [95% CI]"].startswith("+0.75 [")
     assert opening_table(check.reset_index()).loc["oracle − placebo", "p"].endswith("(Holm)")
     with pytest.raises(ValueError, match="no opening for 40 game"):
-        opening_check(df, opening.rename(lambda g: g + "x"))
+        opening_check(df, opening.rename(lambda g: g + "x"), ceiling_claims(df))
 
 
 def test_self_below_oracle_is_supported_over_games_but_not_over_openings():
@@ -315,7 +321,8 @@ def test_self_below_oracle_is_supported_over_games_but_not_over_openings():
     root = project_root() / "runs" / "ceiling"
     d = ceiling.CeilingDesign.from_profile("ceiling")
     openings = ceiling.fixed_openings(root, d)             # the record: no simulator call
-    check = ceiling.opening_check(ceiling.recorded(root, d), openings).set_index("claim")
+    df = ceiling.recorded(root, d)
+    check = ceiling.opening_check(df, openings, ceiling.ceiling_claims(df)).set_index("claim")
     assert int(check.n.iloc[0]) == 87 and openings.nunique() == 87 and len(openings) == 408
     assert check.loc["self − oracle", "registered"] == "supported"
     assert check.loc["self − oracle", "verdict"].startswith("not resolved") and check.loc["self − oracle", "p"] > 0.05

@@ -32,7 +32,7 @@ import argparse
 import json
 import random
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -254,7 +254,7 @@ def fixed_games(root: str | Path, design: CeilingDesign) -> list[str]:
     them), so that a replay or a status reads them instead of finding them again in the simulator; a
     file chosen under another design is refused."""
     path = Path(root) / "games.json"
-    key = {k: v for k, v in design.settings().items() if k in GAME_KEYS}
+    key = _games_key(design)
     if path.exists():
         saved = json.loads(path.read_text())
         if saved["chosen_by"] != key:
@@ -270,12 +270,16 @@ def fixed_games(root: str | Path, design: CeilingDesign) -> list[str]:
 GAME_KEYS = ("env", "mix", "split", "games", "seed", "seeds_searched")
 
 
+def _games_key(design: CeilingDesign) -> dict:
+    return {k: v for k, v in design.settings().items() if k in GAME_KEYS}
+
+
 def fixed_openings(root: str | Path, design: CeilingDesign) -> pd.Series:
     """Test game → the text it opens on (`envs.openings`), read once from the simulator and kept in
     `<root>/openings.json` beside `games.json` (chosen by the same design), so that a replay reads it.
     Issue 36's check: distinct games can open alike, so a verdict over games is re-tested over openings."""
     path = Path(root) / "openings.json"
-    key = {k: v for k, v in design.settings().items() if k in GAME_KEYS}
+    key = _games_key(design)
     games = fixed_games(root, design)
     if path.exists():
         saved = json.loads(path.read_text())
@@ -343,21 +347,20 @@ def per_game(df: pd.DataFrame) -> pd.DataFrame:
     return wide.dropna()
 
 
-def ceiling_claims(df: pd.DataFrame, openings: pd.Series | None = None) -> list:
+def ceiling_claims(df: pd.DataFrame) -> list:
     """The three primary contrasts, then the two secondary ones (Holm in the claims table), each paired
-    over the games every condition recorded; every game is its own unit (one seed per distinct game).
-
-    `openings` (game → the text it opens on, `fixed_openings`): each claim's note then states the verdict
-    of `opening_check`, so that the claims table, and chapter 10 that collects it, carry the check beside
-    the registered verdict, which it never changes."""
+    over the games every condition recorded; every game is its own unit (one seed per distinct game)."""
     games = per_game(df).index
-    out = _claims(df[df.task_id.isin(games)], pd.Series(list(games), index=games), "games")
-    if openings is not None:
-        check = opening_check(df, openings).set_index("claim")
-        for c in out:
-            r = check.loc[c.name]
-            c.note = f"check over the {int(r.n)} texts the games open on: {r.verdict}, p {_decided_p(r)}"
-    return out
+    return _claims(df[df.task_id.isin(games)], pd.Series(list(games), index=games), "games")
+
+
+def with_check(claims: list, check: pd.DataFrame) -> list:
+    """Copies of `claims` whose notes state their verdict under `opening_check`, so that the claims table,
+    and chapter 10 that collects it, carry the check beside the registered verdict, which it never
+    changes."""
+    rows = check.set_index("claim")
+    return [replace(c, note=f"check over the {int(rows.loc[c.name].n)} texts the games open on: "
+                            f"{rows.loc[c.name].verdict}, p {_decided_p(rows.loc[c.name])}") for c in claims]
 
 
 def _decided_p(r) -> str:
@@ -374,22 +377,22 @@ def _claims(common: pd.DataFrame, of: pd.Series, unit: str) -> list:
     return out
 
 
-def opening_check(df: pd.DataFrame, openings: pd.Series) -> pd.DataFrame:
+def opening_check(df: pd.DataFrame, openings: pd.Series, claims: list) -> pd.DataFrame:
     """The claims table again with the games grouped by the text they open on (`envs.openings`): each
     contrast's test is the exact sign-flip over the openings' totals (sampled beyond 16 of them), the
     secondary ones Holm-corrected, the verdict by the same rule. Games that open alike are distinct games,
     but the deterministic agent plays their opening the same way; a verdict that holds here does not rest
-    on counting them as independent. A check beside the registered verdicts, never in place of them.
-    Adds `largest` (games in the largest opening) and `registered` (the verdict over games)."""
+    on counting them as independent. A check beside the registered verdicts (`claims`, from
+    `ceiling_claims`), never in place of them. Adds `largest` (games in the largest opening) and
+    `registered` (the verdict over games)."""
     games = per_game(df).index
     missing = games.difference(openings.index)
     if len(missing):
         raise ValueError(f"openings: no opening for {len(missing)} game(s), e.g. {list(missing[:3])}")
-    common = df[df.task_id.isin(games)]
-    table = claims_table(_claims(common, openings.reindex(games), "openings"))
-    registered = claims_table(_claims(common, pd.Series(list(games), index=games), "games"))
+    table = claims_table(_claims(df[df.task_id.isin(games)], openings.reindex(games), "openings"))
+    registered = claims_table(claims).set_index("claim").verdict
     return table.assign(largest=int(openings.reindex(games).value_counts().max()),
-                        registered=registered.verdict.to_numpy())
+                        registered=registered.reindex(table.claim).to_numpy())
 
 
 def opening_table(check: pd.DataFrame) -> pd.DataFrame:
